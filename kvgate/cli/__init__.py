@@ -1,0 +1,1 @@
+"""The ``kvgate`` command line."""

@@ -1,0 +1,30 @@
+"""The global prefix index (see :mod:`kvgate.index.base` for the interface)."""
+
+from kvgate.index.base import PrefixIndex
+from kvgate.index.memory import MemoryPrefixIndex
+from kvgate.index.redis_index import RedisPrefixIndex, redis_client
+from kvgate.index.settings import IndexSettings
+from kvgate.index.types import (
+    ApplyResult,
+    ApplyStatus,
+    IndexUnavailable,
+    LookupResult,
+    PrefixMatch,
+    StaleEpochError,
+    WorkerStatus,
+)
+
+__all__ = [
+    "ApplyResult",
+    "ApplyStatus",
+    "IndexSettings",
+    "IndexUnavailable",
+    "LookupResult",
+    "MemoryPrefixIndex",
+    "PrefixIndex",
+    "PrefixMatch",
+    "RedisPrefixIndex",
+    "StaleEpochError",
+    "WorkerStatus",
+    "redis_client",
+]

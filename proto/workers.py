@@ -1,0 +1,42 @@
+"""What a worker advertises about itself: identity (registration) and load (heartbeats)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvgate.proto.ids import Epoch, WorkerId
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerInfo:
+    """Registration record. ``address`` is the worker's gRPC ``host:port``; ``fingerprint`` is its
+    :meth:`CacheConfig.fingerprint`, which a gateway must match before routing to it."""
+
+    worker_id: WorkerId
+    epoch: Epoch
+    address: str
+    fingerprint: str
+    model_id: str
+    metrics_address: str = ""
+    node_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerLoad:
+    """Load figures a worker sends with every heartbeat. All counts are >= 0; zero totals mean
+    "tier absent" (e.g. no CPU tier)."""
+
+    waiting_prefill_tokens: int = 0
+    running_seqs: int = 0
+    waiting_seqs: int = 0
+    gpu_blocks_total: int = 0
+    gpu_blocks_free: int = 0
+    cpu_blocks_total: int = 0
+    cpu_blocks_free: int = 0
+
+    @property
+    def kv_usage(self) -> float:
+        """Fraction of GPU-tier blocks in use, in [0, 1]; 0 when the total is unknown."""
+        if self.gpu_blocks_total <= 0:
+            return 0.0
+        return 1.0 - self.gpu_blocks_free / self.gpu_blocks_total

@@ -1,0 +1,48 @@
+"""Session-wide fixtures. Redis-backed tests run against a real redis-server: the one named by
+KVGATE_TEST_REDIS_URL, else one started here. Without one they skip locally, but fail where
+KVGATE_REQUIRE_REDIS=1 or CI is set, so CI can never pass by skipping them."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.redis_server import RedisServer, redis_server_binary, wait_for_redis
+
+
+def _redis_required() -> bool:
+    return os.environ.get("KVGATE_REQUIRE_REDIS") == "1" or bool(os.environ.get("CI"))
+
+
+def _no_redis(reason: str) -> None:
+    if _redis_required():
+        pytest.fail(f"Redis is required here but unavailable: {reason}")
+    pytest.skip(f"no Redis: {reason}")
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> Iterator[str]:
+    """URL of a live Redis for the whole session."""
+    url = os.environ.get("KVGATE_TEST_REDIS_URL")
+    if url:
+        try:
+            wait_for_redis(url, 5.0)
+        except RuntimeError as exc:
+            _no_redis(str(exc))
+        yield url
+        return
+    if redis_server_binary() is None:
+        _no_redis("KVGATE_TEST_REDIS_URL is unset and redis-server is not installed")
+    with RedisServer() as server:
+        yield server.url
+
+
+@pytest.fixture
+def private_redis() -> Iterator[RedisServer]:
+    """A redis-server of the test's own, which it may pause, stop and restart."""
+    if redis_server_binary() is None:
+        _no_redis("redis-server is not installed")
+    with RedisServer() as server:
+        yield server
