@@ -51,6 +51,7 @@ class MemoryPrefixIndex:
         self._chunks: dict[ChunkHash, dict[WorkerId, _Entry]] = {}
         self._pending: dict[ChunkHash, dict[WorkerId, int]] = {}
         self._writes_since_sweep = 0
+        self._size_after_sweep = 0
 
     # -- workers ---------------------------------------------------------------------------
 
@@ -222,12 +223,13 @@ class MemoryPrefixIndex:
         return self._clock.now_ms() + round(self._settings.heartbeat_ttl_s * 1000)
 
     def _after_writes(self, count: int) -> None:
-        """Sweeps expired entries once writes since the last sweep exceed the index size:
-        O(1) amortised per write, and memory stays bounded by what is live."""
+        """Sweeps expired entries once the writes since the last sweep exceed what that sweep left
+        (at least 1024): O(1) amortised per write, and memory stays within about twice what is live."""
         self._writes_since_sweep += count
-        if self._writes_since_sweep > max(1024, len(self._chunks) + len(self._pending)):
+        if self._writes_since_sweep > max(1024, self._size_after_sweep):
             self._sweep(self._clock.now_ms())
             self._writes_since_sweep = 0
+            self._size_after_sweep = len(self._chunks) + len(self._pending)
 
     def _sweep(self, now: int) -> None:
         for chunk, holders in list(self._chunks.items()):
