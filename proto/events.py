@@ -8,12 +8,12 @@ and asks for a :class:`Snapshot` (the worker's full state), which replaces every
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 
 
-class EventKind(str, Enum):
+class EventKind(StrEnum):
     """What happened to one chunk (or, for CLEARED, to all of the worker's chunks)."""
 
     STORED = "stored"  # now held in ``tier`` (new, swapped back in, or TTL refreshed) until expiry

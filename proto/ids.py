@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from enum import Enum
+from enum import StrEnum
 from typing import NewType
 
 ChunkHash = NewType("ChunkHash", bytes)
@@ -20,7 +20,7 @@ SeqNo = NewType("SeqNo", int)
 CHUNK_HASH_BYTES = 16
 
 
-class Tier(str, Enum):
+class Tier(StrEnum):
     """Where a worker holds a chunk. ``PENDING`` is the gateway's own short-lived routing hint."""
 
     GPU = "G"

@@ -7,7 +7,7 @@ from kvgate.index.settings import IndexSettings
 from kvgate.index.types import (
     ApplyResult,
     ApplyStatus,
-    IndexUnavailable,
+    IndexUnavailableError,
     LookupResult,
     PrefixMatch,
     StaleEpochError,
@@ -18,7 +18,7 @@ __all__ = [
     "ApplyResult",
     "ApplyStatus",
     "IndexSettings",
-    "IndexUnavailable",
+    "IndexUnavailableError",
     "LookupResult",
     "MemoryPrefixIndex",
     "PrefixIndex",

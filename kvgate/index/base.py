@@ -16,7 +16,7 @@ from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 
 class PrefixIndex(Protocol):
-    """Every method may raise :class:`IndexUnavailable` (backend down or slower than its timeout).
+    """Every method may raise :class:`IndexUnavailableError` (backend down or slower than its timeout).
 
     Workers call register / heartbeat / apply / resync / deregister; gateways call lookup /
     add_pending / workers / purge. Times come from the index's clock (unix ms).

@@ -26,8 +26,9 @@ from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 _NEEDS_SNAPSHOT = -1
 
-# chunk -> worker -> (tier char, expires_at_ms, epoch)
-_Entry = tuple[str, int, int]
+# chunk -> worker -> (tier char, expires_at_ms). No epoch: every write is fenced by epoch, and a
+# new epoch clears the old incarnation's holdings.
+_Entry = tuple[str, int]
 
 
 @dataclass(slots=True)
@@ -106,7 +107,7 @@ class MemoryPrefixIndex:
         if worker.last_seq == _NEEDS_SNAPSHOT or batch.seq != worker.last_seq + 1:
             return ApplyResult(ApplyStatus.GAP, _expected(worker))
         for event in batch.events:
-            self._apply_event(batch.worker_id, batch.epoch, event)
+            self._apply_event(batch.worker_id, event)
         worker.last_seq = batch.seq
         self._after_writes(len(batch.events))
         return ApplyResult(ApplyStatus.APPLIED, SeqNo(batch.seq + 1))
@@ -116,7 +117,7 @@ class MemoryPrefixIndex:
         if worker is None:
             return refusal
         self._clear(snapshot.worker_id)
-        self._hold_all(snapshot.worker_id, snapshot.epoch, snapshot.holdings)
+        self._hold_all(snapshot.worker_id, snapshot.holdings)
         worker.last_seq = snapshot.seq
         self._after_writes(len(snapshot.holdings))
         return ApplyResult(ApplyStatus.APPLIED, SeqNo(snapshot.seq + 1))
@@ -125,20 +126,32 @@ class MemoryPrefixIndex:
 
     async def lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult:
         now = self._clock.now_ms()
-        live = {wid: w.info.epoch for wid, w in self._workers.items() if self._is_live(w, now)}
+        live = {wid for wid, w in self._workers.items() if self._is_live(w, now)}
         tiers: dict[WorkerId, list[str]] = {}
-        active: set[WorkerId] | None = None
+        active: list[WorkerId] | None = None
         for chunk in hashes:
-            holders = self._holders(chunk, live, now)
-            step = holders.keys() if active is None else holders.keys() & active
-            if not step:
+            held = self._chunks.get(chunk, {})
+            pending = self._pending.get(chunk, {})
+            candidates = (held.keys() | pending.keys()) & live if active is None else active
+            active = [w for w in candidates if self._extend_run(w, held, pending, now, tiers)]
+            if not active:
                 break
-            for wid in step:
-                tiers.setdefault(wid, []).append(holders[wid])
-            active = set(step)
-        # Active sets only shrink, so each worker's list is exactly its leading run.
-        matches = {wid: PrefixMatch(wid, "".join(ts)) for wid, ts in tiers.items()}
-        return LookupResult(len(hashes), matches)
+        return LookupResult(len(hashes), {wid: PrefixMatch(wid, "".join(ts)) for wid, ts in tiers.items()})
+
+    @staticmethod
+    def _extend_run(
+        worker_id: WorkerId, held: dict, pending: dict, now: int, tiers: dict[WorkerId, list[str]]
+    ) -> bool:
+        """Appends the worker's tier for this chunk to its run; False if it does not hold it now."""
+        entry = held.get(worker_id)
+        if entry is not None and entry[1] > now:
+            tier = entry[0]
+        elif pending.get(worker_id, 0) > now:
+            tier = Tier.PENDING.value
+        else:
+            return False
+        tiers.setdefault(worker_id, []).append(tier)
+        return True
 
     async def add_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
         expires = self._clock.now_ms() + round(self._settings.pending_ttl_s * 1000)
@@ -152,18 +165,6 @@ class MemoryPrefixIndex:
 
     # -- internals -------------------------------------------------------------------------
 
-    def _holders(self, chunk: ChunkHash, live: dict[WorkerId, Epoch], now: int) -> dict[WorkerId, str]:
-        """Workers validly holding ``chunk`` now, with their tier char (real tiers beat pending)."""
-        found = {
-            wid: Tier.PENDING.value
-            for wid, expires in self._pending.get(chunk, {}).items()
-            if expires > now and wid in live
-        }
-        for wid, (tier, expires, epoch) in self._chunks.get(chunk, {}).items():
-            if expires > now and live.get(wid) == epoch:
-                found[wid] = tier
-        return found
-
     def _admit(self, worker_id: WorkerId, epoch: Epoch) -> tuple[_Worker | None, ApplyResult]:
         known = self._epochs.get(worker_id)
         worker = self._workers.get(worker_id)
@@ -173,20 +174,20 @@ class MemoryPrefixIndex:
             return None, ApplyResult(ApplyStatus.UNKNOWN_WORKER, SeqNo(0))
         return worker, ApplyResult(ApplyStatus.APPLIED, _expected(worker))
 
-    def _apply_event(self, worker_id: WorkerId, epoch: Epoch, event: KVEvent) -> None:
+    def _apply_event(self, worker_id: WorkerId, event: KVEvent) -> None:
         if event.kind is EventKind.CLEARED:
             self._clear(worker_id)
         elif event.kind is EventKind.EVICTED:
             self._drop(worker_id, event.chunk)
         else:
-            self._hold(worker_id, epoch, Holding(event.chunk, event.tier, event.expires_at_ms))
+            self._hold(worker_id, Holding(event.chunk, event.tier, event.expires_at_ms))
 
-    def _hold_all(self, worker_id: WorkerId, epoch: Epoch, holdings: Iterable[Holding]) -> None:
+    def _hold_all(self, worker_id: WorkerId, holdings: Iterable[Holding]) -> None:
         for holding in holdings:
-            self._hold(worker_id, epoch, holding)
+            self._hold(worker_id, holding)
 
-    def _hold(self, worker_id: WorkerId, epoch: Epoch, holding: Holding) -> None:
-        entry = (holding.tier.value, holding.expires_at_ms, epoch)
+    def _hold(self, worker_id: WorkerId, holding: Holding) -> None:
+        entry = (holding.tier.value, holding.expires_at_ms)
         self._chunks.setdefault(holding.chunk, {})[worker_id] = entry
         self._workers[worker_id].chunks.add(holding.chunk)
 
@@ -233,7 +234,7 @@ class MemoryPrefixIndex:
 
     def _sweep(self, now: int) -> None:
         for chunk, holders in list(self._chunks.items()):
-            for wid in [w for w, (_, expires, _) in holders.items() if expires <= now]:
+            for wid in [w for w, (_, expires) in holders.items() if expires <= now]:
                 self._drop(wid, chunk)
         for chunk, entries in list(self._pending.items()):
             for wid in [w for w, expires in entries.items() if expires <= now]:

@@ -2,7 +2,7 @@
 
 Every mutation and every lookup is one Lua script, so each is atomic and costs one round trip
 (after :meth:`RedisPrefixIndex.start` has loaded the scripts). Every call is bounded by
-``IndexSettings.timeout_s`` and raises :class:`IndexUnavailable` past it or when Redis is unreachable.
+``IndexSettings.timeout_s`` and raises :class:`IndexUnavailableError` past it or when Redis is unreachable.
 """
 
 from __future__ import annotations
@@ -14,18 +14,27 @@ from typing import TypeVar
 
 from redis.asyncio import Redis
 from redis.backoff import NoBackoff
-from redis.exceptions import BusyLoadingError, TimeoutError as RedisTimeout
+from redis.exceptions import BusyLoadingError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeout
 from redis.retry import Retry
 
 from kvgate.clock import Clock
-from kvgate.index.codec import decode_info, decode_load, encode_info, encode_load, event_args, holding_args
+from kvgate.index.codec import (
+    decode_info,
+    decode_load,
+    encode_info,
+    encode_load,
+    event_args,
+    holding_args,
+    ms13,
+)
 from kvgate.index.scripts import IndexScripts
 from kvgate.index.settings import IndexSettings
 from kvgate.index.types import (
     ApplyResult,
     ApplyStatus,
-    IndexUnavailable,
+    IndexUnavailableError,
     LookupResult,
     PrefixMatch,
     StaleEpochError,
@@ -62,7 +71,7 @@ class RedisPrefixIndex:
         self._scripts = IndexScripts()
 
     async def start(self, timeout_s: float = 5.0) -> None:
-        """Loads the scripts (waiting up to ``timeout_s`` for Redis); raises IndexUnavailable."""
+        """Loads the scripts (waiting up to ``timeout_s`` for Redis); raises IndexUnavailableError."""
         await self._bounded(self._scripts.load_all(self._client), timeout_s)
 
     # -- workers ---------------------------------------------------------------------------
@@ -111,7 +120,7 @@ class RedisPrefixIndex:
     async def lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult:
         if not hashes:
             return LookupResult(0, {})
-        reply = await self._run(self._scripts.lookup, self._clock.now_ms(), *(h.hex() for h in hashes))
+        reply = await self._run(self._scripts.lookup, ms13(self._clock.now_ms()), *(h.hex() for h in hashes))
         pairs = zip(reply[::2], reply[1::2], strict=True)
         return LookupResult(len(hashes), {WorkerId(w): PrefixMatch(WorkerId(w), t) for w, t in pairs})
 
@@ -120,14 +129,15 @@ class RedisPrefixIndex:
             return
         ttl_ms = round(self._settings.pending_ttl_s * 1000)
         deadline = self._clock.now_ms() + ttl_ms
-        await self._run(self._scripts.add_pending, worker_id, deadline, ttl_ms, *(h.hex() for h in hashes))
+        hexes = (h.hex() for h in hashes)
+        await self._run(self._scripts.add_pending, worker_id, ms13(deadline), ttl_ms, *hexes)
 
     async def close(self) -> None:
         await self._client.aclose()
 
     # -- internals -------------------------------------------------------------------------
 
-    async def _run(self, script, *args: str | int) -> object:  # noqa: ANN001
+    async def _run(self, script, *args: str | int) -> object:
         return await self._bounded(script(self._client, self._ns, *args))
 
     async def _bounded(self, call: Awaitable[T], timeout_s: float | None = None) -> T:
@@ -135,7 +145,7 @@ class RedisPrefixIndex:
             async with asyncio.timeout(timeout_s or self._settings.timeout_s):
                 return await call
         except _UNAVAILABLE as exc:
-            raise IndexUnavailable(f"redis index unavailable: {exc!r}") from exc
+            raise IndexUnavailableError(f"redis index unavailable: {exc!r}") from exc
 
     def _batch_head(self, batch: EventBatch | Snapshot) -> tuple[str | int, ...]:
         slack_ms = round(self._settings.key_slack_s * 1000)

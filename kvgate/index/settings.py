@@ -9,7 +9,7 @@ from dataclasses import dataclass
 class IndexSettings:
     """Validated on construction, never mutated.
 
-    ``timeout_s`` bounds every backend call (after it, :class:`IndexUnavailable`);
+    ``timeout_s`` bounds every backend call (after it, :class:`IndexUnavailableError`);
     ``heartbeat_ttl_s`` is how long a worker stays live after its last heartbeat;
     ``pending_ttl_s`` is how long a gateway's own routing decision is remembered;
     ``key_slack_s`` is how long Redis keys outlive the last expiry they hold (self-healing TTL);

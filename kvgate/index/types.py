@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from kvgate.proto.ids import SeqNo, Tier, WorkerId
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 
-class IndexUnavailable(Exception):
+class IndexUnavailableError(Exception):
     """The index backend did not answer within its timeout, or could not be reached.
 
     Callers fall back (the gateway to load-based routing); the index itself stays usable and
@@ -67,7 +67,7 @@ class LookupResult:
         return max((m.chunks for m in self.matches.values()), default=0)
 
 
-class ApplyStatus(str, Enum):
+class ApplyStatus(StrEnum):
     APPLIED = "applied"
     STALE_EPOCH = "stale_epoch"  # from an older incarnation: dropped
     UNKNOWN_WORKER = "unknown_worker"  # not registered (or a newer epoch than registered): dropped

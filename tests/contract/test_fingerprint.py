@@ -8,7 +8,9 @@ import pytest
 
 from kvgate.proto.fingerprint import CacheConfig
 
-BASE = CacheConfig(model_id="HuggingFaceTB/SmolLM2-135M-Instruct", secret=b"s3cret", chunk_size=128, block_size=16)
+BASE = CacheConfig(
+    model_id="HuggingFaceTB/SmolLM2-135M-Instruct", secret=b"s3cret", chunk_size=128, block_size=16
+)
 
 
 def test_equal_configs_have_equal_fingerprints() -> None:

@@ -37,7 +37,9 @@ def test_golden_vectors() -> None:
 def test_layout_matches_the_documented_formula() -> None:
     """An independent implementation of the docstring's layout, with struct and one-shot XXH3."""
     fields = [b"kvgate-golden", SMOLLM.encode(), b"", b""]
-    root = xxhash.xxh3_128_digest(b"kvgate/chunk/v1" + b"".join(struct.pack("<I", len(f)) + f for f in fields))
+    root = xxhash.xxh3_128_digest(
+        b"kvgate/chunk/v1" + b"".join(struct.pack("<I", len(f)) + f for f in fields)
+    )
     ids = list(range(1000, 1000 + 256))
     h0 = xxhash.xxh3_128_digest(root + struct.pack("<128I", *ids[:128]))
     h1 = xxhash.xxh3_128_digest(h0 + struct.pack("<128I", *ids[128:]))
@@ -117,11 +119,16 @@ def test_identical_across_processes() -> None:
     """No per-process randomness (e.g. Python's salted hash()) may leak into the digests."""
     code = (
         "from kvgate.proto.hashing import HashRoot, chunk_hashes;"
-        "print(','.join(h.hex() for h in chunk_hashes(list(range(512)), HashRoot(b's', 'm', 'a', 't').digest())))"
+        "root = HashRoot(b's', 'm', 'a', 't').digest();"
+        "print(','.join(h.hex() for h in chunk_hashes(list(range(512)), root)))"
     )
     outputs = {
         subprocess.run(
-            [sys.executable, "-c", code], env={"PYTHONHASHSEED": seed}, capture_output=True, text=True, check=True
+            [sys.executable, "-c", code],
+            env={"PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
         for seed in ("0", "1", "12345")
     }

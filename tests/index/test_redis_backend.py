@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from redis.asyncio.connection import Connection, ConnectionPool
 
 from kvgate.clock import ManualClock, SystemClock
-from kvgate.index import IndexSettings, IndexUnavailable, RedisPrefixIndex, redis_client
+from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex, redis_client
 from kvgate.proto.ids import Epoch, Tier
 from tests.index.conftest import drop_namespace, make_settings
 from tests.index.helpers import LOAD, A, B, batch, chain, info, stored
@@ -30,7 +30,7 @@ class CountingConnection(Connection):
 
     sends = 0
 
-    async def send_packed_command(self, command, check_health=True):  # noqa: ANN001
+    async def send_packed_command(self, command, check_health=True):
         CountingConnection.sends += 1
         return await super().send_packed_command(command, check_health)
 
@@ -45,8 +45,9 @@ async def shared_namespace(redis_url: str) -> AsyncIterator[str]:
 async def test_lookup_of_256_chunks_is_one_round_trip(redis_url: str, shared_namespace: str) -> None:
     settings = make_settings(shared_namespace)
     host, port = redis_url.removeprefix("redis://").split("/")[0].split(":")
-    pool = ConnectionPool(connection_class=CountingConnection, host=host, port=int(port),
-                          decode_responses=True)
+    pool = ConnectionPool(
+        connection_class=CountingConnection, host=host, port=int(port), decode_responses=True
+    )
     index = RedisPrefixIndex(aioredis.Redis(connection_pool=pool), settings, ManualClock())
     await index.start()
     await index.register(info(A), LOAD)
@@ -123,7 +124,7 @@ async def _assert_fails_fast(url: str, timeout_s: float) -> None:
     index = RedisPrefixIndex(redis_client(url, settings), settings, ManualClock())
     for call in (index.lookup(chain(0, 1)), index.heartbeat(A, Epoch(1), LOAD), index.workers()):
         start = time.perf_counter()
-        with pytest.raises(IndexUnavailable):
+        with pytest.raises(IndexUnavailableError):
             await call
         # bounded by the timeout plus scheduling noise, not by any socket default
         assert time.perf_counter() - start < timeout_s + 0.25
@@ -148,7 +149,7 @@ async def test_slow_redis_fails_fast_and_recovers(private_redis: RedisServer) ->
     await admin.execute_command("CLIENT", "PAUSE", "400", "ALL")
 
     start = time.perf_counter()
-    with pytest.raises(IndexUnavailable):
+    with pytest.raises(IndexUnavailableError):
         await index.lookup(chain(0))
     assert time.perf_counter() - start < 0.3
 
@@ -168,7 +169,7 @@ async def test_index_recovers_after_a_redis_restart(private_redis: RedisServer) 
     await index.apply(batch(A, 1, *stored(chain(0), LONG)))
 
     private_redis.stop()
-    with pytest.raises(IndexUnavailable):
+    with pytest.raises(IndexUnavailableError):
         await index.lookup(chain(0))
     private_redis.start()
 

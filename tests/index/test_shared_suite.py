@@ -91,8 +91,14 @@ async def test_events_in_a_batch_apply_in_order(backend: Backend) -> None:
     await register(backend, A)
     c0, c1 = chain(0, 1)
     await backend.index.apply(
-        batch(A, 1, KVEvent.stored(c0, Tier.GPU, LONG), KVEvent.evicted(c0),
-              KVEvent.evicted(c1), KVEvent.stored(c1, Tier.GPU, LONG))
+        batch(
+            A,
+            1,
+            KVEvent.stored(c0, Tier.GPU, LONG),
+            KVEvent.evicted(c0),
+            KVEvent.evicted(c1),
+            KVEvent.stored(c1, Tier.GPU, LONG),
+        )
     )
     assert (await backend.index.lookup([c0])).matches == {}
     assert (await backend.index.lookup([c1])).chunks_for(A) == 1

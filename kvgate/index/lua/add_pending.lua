@@ -1,8 +1,9 @@
--- ARGV: ns, worker, deadline_ms, ttl_ms, hex_1 .. hex_n.
-local ns, w, ttl = ARGV[1], ARGV[2], tonumber(ARGV[4])
+-- ARGV: ns, worker, deadline_ms (13 digits), ttl_ms, hex_1 .. hex_n.
+local ns, ttl = ARGV[1], tonumber(ARGV[4])
+local field, value = '~' .. ARGV[2], ARGV[3] .. 'P'
 for i = 5, #ARGV do
-  local key = ns .. ':p:' .. ARGV[i]
-  redis.call('HSET', key, w, ARGV[3])
+  local key = ns .. ':c:' .. ARGV[i]
+  redis.call('HSET', key, field, value)
   extend(key, ttl)
 end
 return #ARGV - 4

@@ -14,7 +14,7 @@ for i = 7, #ARGV, 4 do
   elseif op == 'E' then
     drop(ns, w, ARGV[i + 1])
   else
-    hold(ns, w, ARGV[3], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], now, slack)
+    hold(ns, w, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], now, slack)
   end
 end
 redis.call('HSET', ns .. ':seqs', w, seq)

@@ -6,7 +6,7 @@ local refused = refusal(ns, w, epoch)
 if refused then return {refused, 0} end
 clear(ns, w)
 for i = 7, #ARGV, 3 do
-  hold(ns, w, ARGV[3], ARGV[i], ARGV[i + 1], ARGV[i + 2], now, slack)
+  hold(ns, w, ARGV[i], ARGV[i + 1], ARGV[i + 2], now, slack)
 end
 redis.call('HSET', ns .. ':seqs', w, seq)
 return {'applied', seq + 1}

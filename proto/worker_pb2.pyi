@@ -1,0 +1,138 @@
+from kvgate.proto import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class GenerateRequest(_message.Message):
+    __slots__ = ("request_id", "prompt_token_ids", "sampling", "cache_salt", "adapter_id", "cache_hint", "predicted_cached_tokens")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    SAMPLING_FIELD_NUMBER: _ClassVar[int]
+    CACHE_SALT_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    CACHE_HINT_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    sampling: _common_pb2.SamplingParams
+    cache_salt: str
+    adapter_id: str
+    cache_hint: _common_pb2.CacheHint
+    predicted_cached_tokens: int
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., cache_hint: _Optional[_Union[_common_pb2.CacheHint, _Mapping]] = ..., predicted_cached_tokens: _Optional[int] = ...) -> None: ...
+
+class GenerateResponse(_message.Message):
+    __slots__ = ("tokens", "final")
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FINAL_FIELD_NUMBER: _ClassVar[int]
+    tokens: TokenBatch
+    final: FinalResult
+    def __init__(self, tokens: _Optional[_Union[TokenBatch, _Mapping]] = ..., final: _Optional[_Union[FinalResult, _Mapping]] = ...) -> None: ...
+
+class TokenBatch(_message.Message):
+    __slots__ = ("token_ids",)
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    token_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class FinalResult(_message.Message):
+    __slots__ = ("finish_reason", "usage", "matched_stop", "error")
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_STOP_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    finish_reason: _common_pb2.FinishReason
+    usage: _common_pb2.Usage
+    matched_stop: str
+    error: str
+    def __init__(self, finish_reason: _Optional[_Union[_common_pb2.FinishReason, str]] = ..., usage: _Optional[_Union[_common_pb2.Usage, _Mapping]] = ..., matched_stop: _Optional[str] = ..., error: _Optional[str] = ...) -> None: ...
+
+class AbortRequest(_message.Message):
+    __slots__ = ("request_id",)
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    request_id: str
+    def __init__(self, request_id: _Optional[str] = ...) -> None: ...
+
+class AbortResponse(_message.Message):
+    __slots__ = ("aborted",)
+    ABORTED_FIELD_NUMBER: _ClassVar[int]
+    aborted: bool
+    def __init__(self, aborted: _Optional[bool] = ...) -> None: ...
+
+class StatsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class Evictions(_message.Message):
+    __slots__ = ("ttl", "pressure", "reset")
+    TTL_FIELD_NUMBER: _ClassVar[int]
+    PRESSURE_FIELD_NUMBER: _ClassVar[int]
+    RESET_FIELD_NUMBER: _ClassVar[int]
+    ttl: int
+    pressure: int
+    reset: int
+    def __init__(self, ttl: _Optional[int] = ..., pressure: _Optional[int] = ..., reset: _Optional[int] = ...) -> None: ...
+
+class StatsResponse(_message.Message):
+    __slots__ = ("info", "load", "requests_total", "finished_stop_total", "finished_length_total", "finished_abort_total", "finished_error_total", "prompt_tokens_total", "cached_tokens_total", "cached_gpu_tokens_total", "cached_cpu_tokens_total", "completion_tokens_total", "predicted_cached_tokens_total", "actual_cached_tokens_of_predicted_total", "preemptions_total", "gpu_evictions", "cpu_evictions", "offloaded_blocks_total", "swapped_in_blocks_total", "gpu_cached_blocks", "last_event_seq", "started_at_ms")
+    INFO_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_STOP_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_LENGTH_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_ABORT_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    FINISHED_ERROR_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    CACHED_TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    CACHED_GPU_TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    CACHED_CPU_TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_CACHED_TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    ACTUAL_CACHED_TOKENS_OF_PREDICTED_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    PREEMPTIONS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    GPU_EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    CPU_EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    OFFLOADED_BLOCKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    SWAPPED_IN_BLOCKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    GPU_CACHED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    LAST_EVENT_SEQ_FIELD_NUMBER: _ClassVar[int]
+    STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    info: _common_pb2.WorkerInfo
+    load: _common_pb2.WorkerLoad
+    requests_total: int
+    finished_stop_total: int
+    finished_length_total: int
+    finished_abort_total: int
+    finished_error_total: int
+    prompt_tokens_total: int
+    cached_tokens_total: int
+    cached_gpu_tokens_total: int
+    cached_cpu_tokens_total: int
+    completion_tokens_total: int
+    predicted_cached_tokens_total: int
+    actual_cached_tokens_of_predicted_total: int
+    preemptions_total: int
+    gpu_evictions: Evictions
+    cpu_evictions: Evictions
+    offloaded_blocks_total: int
+    swapped_in_blocks_total: int
+    gpu_cached_blocks: int
+    last_event_seq: int
+    started_at_ms: int
+    def __init__(self, info: _Optional[_Union[_common_pb2.WorkerInfo, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ..., requests_total: _Optional[int] = ..., finished_stop_total: _Optional[int] = ..., finished_length_total: _Optional[int] = ..., finished_abort_total: _Optional[int] = ..., finished_error_total: _Optional[int] = ..., prompt_tokens_total: _Optional[int] = ..., cached_tokens_total: _Optional[int] = ..., cached_gpu_tokens_total: _Optional[int] = ..., cached_cpu_tokens_total: _Optional[int] = ..., completion_tokens_total: _Optional[int] = ..., predicted_cached_tokens_total: _Optional[int] = ..., actual_cached_tokens_of_predicted_total: _Optional[int] = ..., preemptions_total: _Optional[int] = ..., gpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., cpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., offloaded_blocks_total: _Optional[int] = ..., swapped_in_blocks_total: _Optional[int] = ..., gpu_cached_blocks: _Optional[int] = ..., last_event_seq: _Optional[int] = ..., started_at_ms: _Optional[int] = ...) -> None: ...
+
+class SubscribeEventsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class EventStreamMessage(_message.Message):
+    __slots__ = ("snapshot", "batch")
+    SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    snapshot: _common_pb2.Snapshot
+    batch: _common_pb2.EventBatch
+    def __init__(self, snapshot: _Optional[_Union[_common_pb2.Snapshot, _Mapping]] = ..., batch: _Optional[_Union[_common_pb2.EventBatch, _Mapping]] = ...) -> None: ...

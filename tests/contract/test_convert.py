@@ -1,0 +1,314 @@
+"""Proto <-> domain conversion (kvgate.proto.convert).
+
+Property: every valid domain value survives domain -> proto -> bytes -> proto -> domain unchanged.
+Then the other direction: malformed wire input (wrong hash length, unset or unknown enums, forgotten
+required fields, values the domain forbids) is rejected with ValueError, never turned into a domain value.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from google.protobuf.message import Message
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvgate.proto import common_pb2, convert
+from kvgate.proto.events import EventBatch, EventKind, Holding, KVEvent, Snapshot
+from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
+from kvgate.proto.sampling import DEFAULT_MAX_TOKENS, CacheHint, FinishReason, SamplingParams, Usage
+from kvgate.proto.workers import WorkerInfo, WorkerLoad
+
+U32_MAX = 2**32 - 1
+U64_MAX = 2**64 - 1
+
+u32 = st.integers(0, U32_MAX)
+u64 = st.integers(0, U64_MAX)
+i64 = st.integers(-(2**63), 2**63 - 1)
+names = st.text(min_size=1, max_size=24)
+chunks = st.binary(min_size=16, max_size=16).map(ChunkHash)
+held_tiers = st.sampled_from([Tier.GPU, Tier.CPU])
+
+kv_events = st.one_of(
+    st.builds(KVEvent.stored, chunks, held_tiers, i64),
+    st.builds(KVEvent.offloaded, chunks, i64),
+    st.builds(KVEvent, st.just(EventKind.EVICTED), chunks, held_tiers, i64),
+    st.builds(KVEvent, st.just(EventKind.CLEARED), st.none(), held_tiers, i64),
+)
+event_batches = st.builds(
+    EventBatch,
+    names.map(WorkerId),
+    u64.map(Epoch),
+    st.integers(1, U64_MAX).map(SeqNo),
+    st.lists(kv_events, max_size=6).map(tuple),
+)
+holdings = st.builds(Holding, chunks, held_tiers, i64)
+snapshots = st.builds(
+    Snapshot, names.map(WorkerId), u64.map(Epoch), u64.map(SeqNo), st.lists(holdings, max_size=6).map(tuple)
+)
+worker_infos = st.builds(
+    WorkerInfo,
+    worker_id=names.map(WorkerId),
+    epoch=u64.map(Epoch),
+    address=names,
+    fingerprint=names,
+    model_id=names,
+    metrics_address=st.text(max_size=24),
+    node_id=st.text(max_size=24),
+)
+worker_loads = st.builds(
+    WorkerLoad,
+    waiting_prefill_tokens=u64,
+    running_seqs=u32,
+    waiting_seqs=u32,
+    gpu_blocks_total=u64,
+    gpu_blocks_free=u64,
+    cpu_blocks_total=u64,
+    cpu_blocks_free=u64,
+)
+sampling_params = st.builds(
+    SamplingParams,
+    temperature=st.floats(0, 1e6, allow_nan=False),
+    top_p=st.floats(0, 1, exclude_min=True),
+    top_k=u32,
+    seed=st.none() | i64,
+    max_tokens=st.integers(1, U32_MAX),
+    stop=st.lists(st.text(min_size=1, max_size=8), max_size=4).map(tuple),
+    stop_token_ids=st.lists(u32, max_size=4).map(tuple),
+    ignore_eos=st.booleans(),
+)
+cache_hints = st.builds(CacheHint, u32, st.none() | st.integers(1, U32_MAX))
+
+
+@st.composite
+def usages(draw: st.DrawFn) -> Usage:
+    """Usage values obeying gpu + cpu == cached <= prompt."""
+    prompt = draw(u32)
+    cached = draw(st.integers(0, prompt))
+    gpu = draw(st.integers(0, cached))
+    return Usage(prompt, draw(u32), cached, gpu, cached - gpu)
+
+
+def _over_the_wire(msg: Message) -> Message:
+    """What the receiver sees: the message serialized and parsed back."""
+    return type(msg).FromString(msg.SerializeToString())
+
+
+ROUND_TRIPS = [
+    pytest.param(kv_events, convert.kv_event_to_proto, convert.kv_event_from_proto, id="KVEvent"),
+    pytest.param(
+        event_batches, convert.event_batch_to_proto, convert.event_batch_from_proto, id="EventBatch"
+    ),
+    pytest.param(holdings, convert.holding_to_proto, convert.holding_from_proto, id="Holding"),
+    pytest.param(snapshots, convert.snapshot_to_proto, convert.snapshot_from_proto, id="Snapshot"),
+    pytest.param(worker_infos, convert.worker_info_to_proto, convert.worker_info_from_proto, id="WorkerInfo"),
+    pytest.param(worker_loads, convert.worker_load_to_proto, convert.worker_load_from_proto, id="WorkerLoad"),
+    pytest.param(
+        sampling_params, convert.sampling_params_to_proto, convert.sampling_params_from_proto, id="Sampling"
+    ),
+    pytest.param(usages(), convert.usage_to_proto, convert.usage_from_proto, id="Usage"),
+    pytest.param(cache_hints, convert.cache_hint_to_proto, convert.cache_hint_from_proto, id="CacheHint"),
+]
+
+
+@pytest.mark.parametrize(("values", "to_proto", "from_proto"), ROUND_TRIPS)
+@given(data=st.data())
+def test_round_trip_through_bytes(
+    values: st.SearchStrategy[Any],
+    to_proto: Callable[[Any], Message],
+    from_proto: Callable[[Any], Any],
+    data: st.DataObject,
+) -> None:
+    value = data.draw(values)
+    assert from_proto(_over_the_wire(to_proto(value))) == value
+
+
+@pytest.mark.parametrize("tier", [Tier.GPU, Tier.CPU])
+def test_tier_round_trip_through_bytes(tier: Tier) -> None:
+    wire = _over_the_wire(common_pb2.Holding(tier=convert.tier_to_proto(tier)))
+    assert convert.tier_from_proto(wire.tier) is tier
+
+
+@pytest.mark.parametrize("reason", list(FinishReason))
+def test_finish_reason_round_trip(reason: FinishReason) -> None:
+    assert convert.finish_reason_from_proto(convert.finish_reason_to_proto(reason)) is reason
+
+
+# --- defaults and absent fields ----------------------------------------------------------------------
+
+
+def test_unset_submessages_mean_defaults() -> None:
+    """A request that carries no sampling or cache hint gets the domain defaults, not zeros."""
+    assert convert.sampling_params_from_proto(common_pb2.SamplingParams()) == SamplingParams()
+    assert convert.cache_hint_from_proto(common_pb2.CacheHint()) == CacheHint()
+
+
+def test_explicit_zeros_are_not_defaults() -> None:
+    """temperature 0 (greedy), top_k 0 and seed 0 survive: presence, not value, marks them set."""
+    params = SamplingParams(temperature=0.0, top_k=0, seed=0, max_tokens=1)
+    wire = _over_the_wire(convert.sampling_params_to_proto(params))
+    assert wire.HasField("temperature")
+    assert wire.HasField("seed")
+    assert convert.sampling_params_from_proto(wire) == params
+    assert convert.sampling_params_from_proto(wire).greedy
+
+
+def test_absent_seed_and_ttl_stay_absent() -> None:
+    assert not convert.sampling_params_to_proto(SamplingParams()).HasField("seed")
+    assert not convert.cache_hint_to_proto(CacheHint(pinned_prefix_tokens=256)).HasField("ttl_s")
+
+
+def test_max_tokens_zero_on_the_wire_means_the_default() -> None:
+    params = convert.sampling_params_from_proto(common_pb2.SamplingParams(temperature=0.0))
+    assert params.max_tokens == DEFAULT_MAX_TOKENS
+
+
+def test_tierless_events_accept_an_unspecified_tier() -> None:
+    chunk = b"\x01" * 16
+    evicted = common_pb2.KVEvent(kind=common_pb2.EVENT_KIND_EVICTED, chunk=chunk)
+    cleared = common_pb2.KVEvent(kind=common_pb2.EVENT_KIND_CLEARED)
+    assert convert.kv_event_from_proto(evicted) == KVEvent.evicted(ChunkHash(chunk))
+    assert convert.kv_event_from_proto(cleared) == KVEvent.cleared()
+
+
+# --- invalid wire input ------------------------------------------------------------------------------
+
+CHUNK = b"\xab" * 16
+STORED = common_pb2.EVENT_KIND_STORED
+GPU = common_pb2.TIER_GPU
+
+INVALID_EVENTS = [
+    pytest.param(dict(kind=STORED, chunk=CHUNK[:15], tier=GPU), "16 bytes", id="short-chunk"),
+    pytest.param(dict(kind=STORED, chunk=CHUNK + b"\0", tier=GPU), "16 bytes", id="long-chunk"),
+    pytest.param(dict(kind=common_pb2.EVENT_KIND_EVICTED), "16 bytes", id="evicted-without-chunk"),
+    pytest.param(dict(kind=common_pb2.EVENT_KIND_CLEARED, chunk=CHUNK), "no chunk", id="cleared-with-chunk"),
+    pytest.param(dict(chunk=CHUNK, tier=GPU), "event kind", id="unset-kind"),
+    pytest.param(dict(kind=99, chunk=CHUNK, tier=GPU), "event kind", id="unknown-kind"),
+    pytest.param(dict(kind=STORED, chunk=CHUNK), "tier", id="stored-without-tier"),
+    pytest.param(dict(kind=STORED, chunk=CHUNK, tier=7), "tier", id="unknown-tier"),
+    pytest.param(
+        dict(kind=common_pb2.EVENT_KIND_OFFLOADED, chunk=CHUNK, tier=GPU), "CPU", id="offload-to-gpu"
+    ),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), INVALID_EVENTS)
+def test_invalid_events_are_rejected(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        convert.kv_event_from_proto(_over_the_wire(common_pb2.KVEvent(**fields)))
+
+
+def test_invalid_batches_and_snapshots_are_rejected() -> None:
+    with pytest.raises(ValueError, match="seq"):
+        convert.event_batch_from_proto(common_pb2.EventBatch(worker_id="w0", epoch=1, seq=0))
+    with pytest.raises(ValueError, match="worker_id"):
+        convert.event_batch_from_proto(common_pb2.EventBatch(epoch=1, seq=1))
+    with pytest.raises(ValueError, match="worker_id"):
+        convert.snapshot_from_proto(common_pb2.Snapshot(epoch=1))
+    bad_holding = common_pb2.Holding(chunk=CHUNK, tier=common_pb2.TIER_UNSPECIFIED)
+    with pytest.raises(ValueError, match="tier"):
+        convert.snapshot_from_proto(common_pb2.Snapshot(worker_id="w0", holdings=[bad_holding]))
+
+
+@pytest.mark.parametrize("field", ["worker_id", "address", "fingerprint", "model_id"])
+def test_worker_info_requires_its_identity_fields(field: str) -> None:
+    full = dict(worker_id="w0", epoch=3, address="10.0.0.1:50051", fingerprint="ab" * 16, model_id="m")
+    with pytest.raises(ValueError, match=field):
+        convert.worker_info_from_proto(common_pb2.WorkerInfo(**(full | {field: ""})))
+
+
+INVALID_SAMPLING = [
+    pytest.param(dict(temperature=-0.5), "temperature", id="negative-temperature"),
+    pytest.param(dict(temperature=math.nan), "temperature", id="nan-temperature"),
+    pytest.param(dict(temperature=math.inf), "temperature", id="inf-temperature"),
+    pytest.param(dict(top_p=0.0), "top_p", id="zero-top-p"),
+    pytest.param(dict(top_p=1.5), "top_p", id="top-p-above-one"),
+    pytest.param(dict(stop=["ok", ""]), "stop", id="empty-stop-string"),
+]
+
+
+@pytest.mark.parametrize(("fields", "message"), INVALID_SAMPLING)
+def test_invalid_sampling_params_are_rejected(fields: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        convert.sampling_params_from_proto(common_pb2.SamplingParams(**fields))
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        pytest.param(
+            dict(prompt_tokens=10, cached_tokens=16, cached_gpu_tokens=16), "exceed", id="cached>prompt"
+        ),
+        pytest.param(
+            dict(prompt_tokens=64, cached_tokens=32, cached_gpu_tokens=16), "equal", id="tiers-dont-add"
+        ),
+    ],
+)
+def test_inconsistent_usage_is_rejected(fields: dict[str, int], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        convert.usage_from_proto(common_pb2.Usage(**fields))
+
+
+def test_present_zero_ttl_is_rejected() -> None:
+    with pytest.raises(ValueError, match="ttl_s"):
+        convert.cache_hint_from_proto(common_pb2.CacheHint(pinned_prefix_tokens=128, ttl_s=0))
+
+
+@pytest.mark.parametrize("value", [0, 5, 99])
+def test_unset_or_unknown_enums_are_rejected(value: int) -> None:
+    with pytest.raises(ValueError, match="finish_reason"):
+        convert.finish_reason_from_proto(value)
+    with pytest.raises(ValueError, match="tier"):
+        convert.tier_from_proto(value if value else common_pb2.TIER_UNSPECIFIED)
+
+
+# --- domain values the wire cannot carry -------------------------------------------------------------
+
+
+def test_pending_tier_is_never_sent() -> None:
+    with pytest.raises(ValueError, match="tier"):
+        convert.tier_to_proto(Tier.PENDING)
+
+
+def test_malformed_chunk_is_not_sent() -> None:
+    with pytest.raises(ValueError, match="16 bytes"):
+        convert.holding_to_proto(Holding(ChunkHash(b"short"), Tier.GPU, 0))
+
+
+def test_out_of_range_integers_are_not_sent() -> None:
+    with pytest.raises(ValueError, match="out of range"):
+        convert.worker_load_to_proto(WorkerLoad(running_seqs=-1))
+    with pytest.raises(ValueError, match="out of range"):
+        convert.event_batch_to_proto(EventBatch(WorkerId("w0"), Epoch(-1), SeqNo(1), ()))
+
+
+# --- domain validation the converters rely on --------------------------------------------------------
+
+
+def test_sampling_params_normalise_sequences_and_reject_bad_types() -> None:
+    params = SamplingParams(stop=["</s>"], stop_token_ids=[2], temperature=1)  # type: ignore[arg-type]
+    assert params.stop == ("</s>",)
+    assert params.stop_token_ids == (2,)
+    assert isinstance(params.temperature, float)
+    with pytest.raises(ValueError, match="single str"):
+        SamplingParams(stop="</s>")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="max_tokens"):
+        SamplingParams(max_tokens=0)
+    with pytest.raises(ValueError, match="top_k"):
+        SamplingParams(top_k=True)
+    with pytest.raises(ValueError, match="seed"):
+        SamplingParams(seed=2**63)
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        SamplingParams(stop_token_ids=(-1,))
+
+
+def test_usage_and_cache_hint_helpers() -> None:
+    usage = Usage(prompt_tokens=300, completion_tokens=20, cached_tokens=256, cached_gpu_tokens=256)
+    assert usage.total_tokens == 320
+    assert not CacheHint().active
+    assert CacheHint(pinned_prefix_tokens=1024, ttl_s=3600).active
+    with pytest.raises(ValueError, match="pinned_prefix_tokens"):
+        CacheHint(pinned_prefix_tokens=-1)
