@@ -7,6 +7,15 @@ from dataclasses import dataclass
 from kvgate.proto.ids import Epoch, WorkerId
 
 
+def check_worker_id(worker_id: str) -> None:
+    """ValueError unless ``worker_id`` is 1-128 printable non-space characters, not starting with
+    ``~`` (the index keeps gateways' pending hints under ``~<worker>``)."""
+    if not 0 < len(worker_id) <= 128 or not worker_id.isprintable() or " " in worker_id:
+        raise ValueError(f"worker id must be 1-128 printable characters without spaces: {worker_id!r}")
+    if worker_id.startswith("~"):
+        raise ValueError(f"worker id must not start with '~': {worker_id!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
     """Registration record. ``address`` is the worker's gRPC ``host:port``; ``fingerprint`` is its
@@ -19,6 +28,11 @@ class WorkerInfo:
     model_id: str
     metrics_address: str = ""
     node_id: str = ""
+
+    def __post_init__(self) -> None:
+        check_worker_id(self.worker_id)
+        if self.epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {self.epoch}")
 
 
 @dataclass(frozen=True, slots=True)

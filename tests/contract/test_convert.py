@@ -29,6 +29,7 @@ u32 = st.integers(0, U32_MAX)
 u64 = st.integers(0, U64_MAX)
 i64 = st.integers(-(2**63), 2**63 - 1)
 names = st.text(min_size=1, max_size=24)
+worker_ids = st.from_regex(r"[A-Za-z0-9_.:/-][A-Za-z0-9_.:/~-]{0,23}", fullmatch=True)
 chunks = st.binary(min_size=16, max_size=16).map(ChunkHash)
 held_tiers = st.sampled_from([Tier.GPU, Tier.CPU])
 
@@ -40,18 +41,18 @@ kv_events = st.one_of(
 )
 event_batches = st.builds(
     EventBatch,
-    names.map(WorkerId),
+    worker_ids.map(WorkerId),
     u64.map(Epoch),
     st.integers(1, U64_MAX).map(SeqNo),
     st.lists(kv_events, max_size=6).map(tuple),
 )
 holdings = st.builds(Holding, chunks, held_tiers, i64)
 snapshots = st.builds(
-    Snapshot, names.map(WorkerId), u64.map(Epoch), u64.map(SeqNo), st.lists(holdings, max_size=6).map(tuple)
+    Snapshot, worker_ids.map(WorkerId), u64.map(Epoch), u64.map(SeqNo), st.lists(holdings, max_size=6).map(tuple)
 )
 worker_infos = st.builds(
     WorkerInfo,
-    worker_id=names.map(WorkerId),
+    worker_id=worker_ids.map(WorkerId),
     epoch=u64.map(Epoch),
     address=names,
     fingerprint=names,

@@ -48,3 +48,12 @@ def test_root_carries_the_request_fields() -> None:
 def test_invalid_configs_are_refused(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         CacheConfig(**kwargs)
+
+
+@pytest.mark.parametrize("bad", ["", "~worker", "has space", "x" * 129, "tab\tbed"])
+def test_worker_ids_that_would_break_the_index_are_refused(bad: str) -> None:
+    from kvgate.proto.ids import Epoch, WorkerId
+    from kvgate.proto.workers import WorkerInfo
+
+    with pytest.raises(ValueError, match="worker id"):
+        WorkerInfo(WorkerId(bad), Epoch(1), "127.0.0.1:1", "f" * 32, "m")
