@@ -121,9 +121,11 @@ async def bench_index(redis_url: str, iterations: int) -> dict[str, dict[str, di
             "memory": await time_calls(lambda h=hashes: memory.lookup(h), iterations),
             "redis_lua_one_round_trip": await time_calls(lambda h=hashes: redis_index.lookup(h), iterations),
             "redis_pipelined_fetch_all": await time_calls(
-                lambda h=hashes: pipelined_lookup(raw, namespace, h), iterations),
+                lambda h=hashes: pipelined_lookup(raw, namespace, h), iterations
+            ),
             "redis_naive_per_chunk": await time_calls(
-                lambda h=hashes: naive_lookup(raw, namespace, h), max(20, iterations // 10)),
+                lambda h=hashes: naive_lookup(raw, namespace, h), max(20, iterations // 10)
+            ),
         }
     await cleanup(raw, namespace)
     await redis_index.close()
@@ -144,25 +146,45 @@ def start_redis() -> tuple[subprocess.Popen[bytes], str]:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    proc = subprocess.Popen([binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--dir", tempfile.mkdtemp()], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--dir", tempfile.mkdtemp()],
+        stdout=subprocess.DEVNULL,
+    )
     time.sleep(0.3)
     return proc, f"redis://127.0.0.1:{port}/0"
 
 
 def markdown(report: dict) -> str:
-    lines = ["# Foundation benchmark", "", f"Machine: {report['machine']}", "",
-             "## Chunk hashing, 32,768-token prompt (256 chunks)", "",
-             "| input | p50 µs | p99 µs |", "|---|---:|---:|"]
+    lines = [
+        "# Foundation benchmark",
+        "",
+        f"Machine: {report['machine']}",
+        "",
+        "## Chunk hashing, 32,768-token prompt (256 chunks)",
+        "",
+        "| input | p50 µs | p99 µs |",
+        "|---|---:|---:|",
+    ]
     for name, p in report["hashing_32k"].items():
         lines.append(f"| {name} | {p['p50_us']:.0f} | {p['p99_us']:.0f} |")
-    lines += ["", f"## Index lookup, {WORKERS} live workers (p50 / p99 µs)", "",
-              "| prompt | memory | Redis, Lua (1 round trip) | Redis, pipelined fetch-all "
-              "| Redis, naive per chunk |",
-              "|---|---:|---:|---:|---:|"]
+    lines += [
+        "",
+        f"## Index lookup, {WORKERS} live workers (p50 / p99 µs)",
+        "",
+        "| prompt | memory | Redis, Lua (1 round trip) | Redis, pipelined fetch-all "
+        "| Redis, naive per chunk |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for prompt, r in report["index_lookup"].items():
-        cells = [f"{r[k]['p50_us']:.0f} / {r[k]['p99_us']:.0f}" for k in
-                 ("memory", "redis_lua_one_round_trip", "redis_pipelined_fetch_all", "redis_naive_per_chunk")]
+        cells = [
+            f"{r[k]['p50_us']:.0f} / {r[k]['p99_us']:.0f}"
+            for k in (
+                "memory",
+                "redis_lua_one_round_trip",
+                "redis_pipelined_fetch_all",
+                "redis_naive_per_chunk",
+            )
+        ]
         lines.append(f"| {prompt.replace('_', ' ')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -181,9 +203,12 @@ def main() -> None:
     finally:
         if proc is not None:
             proc.kill()
-    report = {"machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}, "
-                         f"{__import__('os').cpu_count()} cores",
-              "hashing_32k": hashing, "index_lookup": index}
+    report = {
+        "machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}, "
+        f"{__import__('os').cpu_count()} cores",
+        "hashing_32k": hashing,
+        "index_lookup": index,
+    }
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "foundation.json").write_text(json.dumps(report, indent=2) + "\n")
     (args.out / "foundation.md").write_text(markdown(report))

@@ -1,2 +1,40 @@
-def main() -> None:
-    print("kvgate")
+"""``kvgate``: the command line. Each subcommand is one module registered in ``COMMANDS``."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kvgate.cli import fingerprint_cmd, hash_cmd, index_cmd, version_cmd
+
+# name -> module exposing ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``
+COMMANDS = {
+    "version": version_cmd,
+    "fingerprint": fingerprint_cmd,
+    "hash": hash_cmd,
+    "index": index_cmd,
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kvgate", description="Prefix-cache routing gateway for LLM serving."
+    )
+    subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, module in COMMANDS.items():
+        module.add_arguments(subparsers.add_parser(name, help=module.HELP, description=module.HELP))
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command].run(args)
+    except ValueError as exc:
+        print(f"kvgate {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -48,7 +48,11 @@ event_batches = st.builds(
 )
 holdings = st.builds(Holding, chunks, held_tiers, i64)
 snapshots = st.builds(
-    Snapshot, worker_ids.map(WorkerId), u64.map(Epoch), u64.map(SeqNo), st.lists(holdings, max_size=6).map(tuple)
+    Snapshot,
+    worker_ids.map(WorkerId),
+    u64.map(Epoch),
+    u64.map(SeqNo),
+    st.lists(holdings, max_size=6).map(tuple),
 )
 worker_infos = st.builds(
     WorkerInfo,

@@ -1,0 +1,24 @@
+"""Command-line flags that describe a deployment's cache layout (shared by several commands)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from kvgate.proto.fingerprint import DEFAULT_BLOCK_SIZE, CacheConfig
+from kvgate.proto.hashing import DEFAULT_CHUNK_SIZE
+
+SECRET_ENV = "KVGATE_HASH_SECRET"
+
+
+def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model-id", default="HuggingFaceTB/SmolLM2-135M-Instruct")
+    parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, help="tokens per routed chunk")
+    parser.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="tokens per KV block")
+
+
+def cache_config(args: argparse.Namespace) -> CacheConfig:
+    """The deployment's CacheConfig; the secret comes from $KVGATE_HASH_SECRET, never a flag
+    (flags show up in process listings)."""
+    secret = os.environ.get(SECRET_ENV, "").encode()
+    return CacheConfig(args.model_id, secret, args.chunk_size, args.block_size)

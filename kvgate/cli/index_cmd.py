@@ -1,0 +1,42 @@
+"""``kvgate index``: what a Redis prefix index currently knows about the workers."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+
+from kvgate.clock import SystemClock
+from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex, redis_client
+
+HELP = "list the live workers registered in a Redis prefix index"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--redis-url", required=True, help="redis:// or rediss:// URL")
+    parser.add_argument("--namespace", default=IndexSettings().namespace)
+    parser.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for Redis")
+
+
+async def _list(args: argparse.Namespace) -> int:
+    settings = IndexSettings(namespace=args.namespace, timeout_s=args.timeout)
+    index = RedisPrefixIndex(redis_client(args.redis_url, settings), settings, SystemClock())
+    try:
+        statuses = await index.workers()
+    except IndexUnavailableError as exc:
+        print(f"kvgate index: {exc}")
+        return 1
+    finally:
+        await index.close()
+    print(f"{'worker':<20}{'epoch':>6}  {'address':<22}{'kv used':>8}{'running':>8}{'waiting tok':>12}")
+    for s in statuses:
+        load = s.load
+        print(
+            f"{s.info.worker_id:<20}{s.info.epoch:>6}  {s.info.address:<22}{load.kv_usage:>8.0%}"
+            f"{load.running_seqs:>8}{load.waiting_prefill_tokens:>12}"
+        )
+    print(f"{len(statuses)} live worker(s)")
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    return asyncio.run(_list(args))
