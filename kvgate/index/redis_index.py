@@ -120,7 +120,7 @@ class RedisPrefixIndex:
     async def lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult:
         if not hashes:
             return LookupResult(0, {})
-        reply = await self._run(self._scripts.lookup, ms13(self._clock.now_ms()), *(h.hex() for h in hashes))
+        reply = await self._run(self._scripts.lookup, ms13(self._clock.now_ms()), b"".join(hashes).hex())
         pairs = zip(reply[::2], reply[1::2], strict=True)
         return LookupResult(len(hashes), {WorkerId(w): PrefixMatch(WorkerId(w), t) for w, t in pairs})
 

@@ -1,4 +1,5 @@
--- ARGV: ns, now_ms (13 digits), hex_1 .. hex_n. Returns a flat list: worker, tiers, worker, tiers, ...
+-- ARGV: ns, now_ms (13 digits), hexes: the chunk hashes in hex (32 chars each), concatenated.
+-- Returns a flat list: worker, tiers, worker, tiers, ...
 -- where tiers has one char (G/C/P) per leading chunk the worker holds. Each step reads only the
 -- fields of the workers still in the running (one HMGET), so the cost follows the matches, not the
 -- cluster size.
@@ -6,7 +7,8 @@ local ns, now = ARGV[1], ARGV[2]
 local active = redis.call('ZRANGEBYSCORE', ns .. ':live', '(' .. now, '+inf')
 local runs = {}
 local fields, n = {}, 0
-for i = 3, #ARGV do
+local hexes = ARGV[3]
+for i = 1, #hexes, 32 do
   if #active == 0 then break end
   if #active ~= n then
     n = #active
@@ -15,7 +17,7 @@ for i = 3, #ARGV do
       fields[n + j] = '~' .. active[j]
     end
   end
-  local values = redis.call('HMGET', ns .. ':c:' .. ARGV[i], unpack(fields, 1, 2 * n))
+  local values = redis.call('HMGET', ns .. ':c:' .. string.sub(hexes, i, i + 31), unpack(fields, 1, 2 * n))
   local still = {}
   for j = 1, n do
     local v = values[j]
