@@ -42,7 +42,7 @@ async def drop_namespace(url: str, namespace: str) -> None:
         await client.aclose()
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     clock = ManualClock()
     if request.param == "memory":
