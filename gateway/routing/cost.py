@@ -1,0 +1,59 @@
+"""The TTFT estimate behind the kvgate policy: prefill still to do + swap-in + queue."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvgate.gateway.routing.config import RoutingConfig
+from kvgate.gateway.routing.types import Candidate
+
+
+@dataclass(frozen=True, slots=True)
+class Estimate:
+    """Seconds until the first token on one worker, by part, and the prompt tokens it would reuse."""
+
+    worker_id: str
+    reused_tokens: int
+    prefill_s: float
+    swap_in_s: float
+    queue_s: float
+
+    @property
+    def ttft_s(self) -> float:
+        return self.prefill_s + self.swap_in_s + self.queue_s
+
+    def score(self, compute_weight: float) -> float:
+        """What the kvgate policy minimises: TTFT plus the weighted compute it adds."""
+        return self.ttft_s + compute_weight * (self.prefill_s + self.swap_in_s)
+
+
+def queue_seconds(candidate: Candidate, config: RoutingConfig) -> float:
+    """Wait before this request's prefill starts: queued prefill, running decodes, KV pressure."""
+    load = candidate.load
+    waiting = load.waiting_prefill_tokens + candidate.inflight_tokens
+    wait = waiting / config.prefill_tokens_per_s + load.running_seqs * config.decode_step_s
+    excess = load.kv_usage - config.kv_pressure_threshold
+    if excess > 0:  # a full pool preempts or evicts: scale the wait up to (1 + penalty)x
+        wait *= 1 + config.kv_pressure_penalty * excess / (1 - config.kv_pressure_threshold)
+    return wait
+
+
+def estimate(candidate: Candidate, prompt_tokens: int, chunk_size: int, config: RoutingConfig) -> Estimate:
+    """The TTFT estimate of sending a ``prompt_tokens`` prompt to ``candidate``.
+
+    GPU and pending chunks count as reused (a pending chunk is being computed by an earlier
+    request right now); CPU chunks are reused at ``swap_in_cost_ratio`` of the prefill price.
+    """
+    match = candidate.match
+    hot = (match.gpu_chunks + match.pending_chunks) * chunk_size if match else 0
+    cold = match.cpu_chunks * chunk_size if match else 0
+    hot = min(hot, prompt_tokens)
+    cold = min(cold, prompt_tokens - hot)
+    tps = config.prefill_tokens_per_s
+    return Estimate(
+        worker_id=candidate.worker_id,
+        reused_tokens=hot + cold,
+        prefill_s=(prompt_tokens - hot - cold) / tps,
+        swap_in_s=cold * config.swap_in_cost_ratio / tps,
+        queue_s=queue_seconds(candidate, config),
+    )

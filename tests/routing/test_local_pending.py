@@ -1,0 +1,43 @@
+"""The gateway-local record of its own routing decisions."""
+
+from __future__ import annotations
+
+from kvgate.gateway.routing.local_pending import LocalPending
+from kvgate.index.types import LookupResult, PrefixMatch
+from kvgate.proto.ids import WorkerId
+from tests.index.helpers import chain
+
+A, B = WorkerId("a"), WorkerId("b")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_recorded_chunks_extend_a_run_as_pending_and_expire() -> None:
+    clock = Clock()
+    local = LocalPending(ttl_s=2, monotonic=clock)
+    hashes = chain(0, 1, 2, 3)
+    local.record(hashes[:3], A)
+    index_view = LookupResult(4, {A: PrefixMatch(A, "G"), B: PrefixMatch(B, "GG")})
+
+    merged = local.merge(index_view, hashes)
+    assert merged.matches[A].tiers == "GPP"  # the index's G, then local pending up to chunk 2
+    assert merged.matches[B].tiers == "GG"  # untouched
+
+    clock.now += 2.5
+    assert local.merge(index_view, hashes) == index_view
+    local.record(chain(9), B)  # any record drops what expired
+    assert len(local) == 1
+
+
+def test_a_later_decision_for_a_shared_chunk_wins() -> None:
+    local = LocalPending(ttl_s=2, monotonic=Clock())
+    local.record(chain(0, 1), A)
+    local.record(chain(0, 5), B)  # same first chunk, routed to B afterwards
+    merged = local.merge(LookupResult(2, {}), chain(0, 1))
+    assert {w: m.tiers for w, m in merged.matches.items()} == {B: "P"}
