@@ -1,0 +1,1 @@
+"""The gateway's side of the gateway-worker link: channels, worker discovery, dispatch."""

@@ -1,0 +1,42 @@
+"""One gRPC channel per worker incarnation, created on first use and closed when it goes away."""
+
+from __future__ import annotations
+
+import grpc
+
+from kvgate.grpc_options import CLIENT_OPTIONS
+from kvgate.proto import worker_pb2_grpc
+from kvgate.proto.ids import Epoch, WorkerId
+from kvgate.proto.workers import WorkerInfo
+
+_Key = tuple[WorkerId, Epoch, str]
+
+
+class ChannelPool:
+    """Channels keyed by (worker, epoch, address): a restarted worker gets a fresh channel, and the
+    old one is closed by :meth:`retain`. Owned by the gateway's composition root."""
+
+    def __init__(self, options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS) -> None:
+        self._options = options
+        self._channels: dict[_Key, grpc.aio.Channel] = {}
+
+    def stub(self, info: WorkerInfo) -> worker_pb2_grpc.KVWorkerStub:
+        """A stub on the worker's channel (created if needed; never blocks)."""
+        key = (info.worker_id, info.epoch, info.address)
+        channel = self._channels.get(key)
+        if channel is None:
+            channel = grpc.aio.insecure_channel(info.address, options=self._options)
+            self._channels[key] = channel
+        return worker_pb2_grpc.KVWorkerStub(channel)
+
+    async def retain(self, live: list[WorkerInfo]) -> None:
+        """Closes the channels of every incarnation not in ``live``."""
+        keep = {(w.worker_id, w.epoch, w.address) for w in live}
+        for key in [k for k in self._channels if k not in keep]:
+            await self._channels.pop(key).close()
+
+    async def close(self) -> None:
+        await self.retain([])
+
+    def __len__(self) -> int:
+        return len(self._channels)

@@ -1,0 +1,84 @@
+"""Which workers this gateway may route to: the index's live workers whose config fingerprint
+matches the gateway's, minus the ones it just saw fail."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+
+from kvgate.index.base import PrefixIndex
+from kvgate.index.types import IndexUnavailableError, WorkerStatus
+from kvgate.proto.ids import WorkerId
+
+log = logging.getLogger(__name__)
+
+
+class WorkerDirectory:
+    """Refreshed from the index every ``refresh_s`` by :meth:`run` (a task its owner cancels).
+
+    When the index is unavailable the last known list is kept (``degraded`` is True), so requests
+    keep flowing on load-based routing. A worker whose fingerprint differs is refused (listed in
+    ``rejected``) instead of silently routing with a hit rate of zero.
+    """
+
+    def __init__(
+        self,
+        index: PrefixIndex,
+        fingerprint: str,
+        refresh_s: float = 1.0,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._index = index
+        self._fingerprint = fingerprint
+        self._refresh_s = refresh_s
+        self._now = monotonic
+        self._workers: list[WorkerStatus] = []
+        self._quarantine: dict[WorkerId, float] = {}
+        self.rejected: dict[WorkerId, str] = {}
+        self.degraded = False
+
+    def live(self) -> list[WorkerStatus]:
+        """Routable workers now (no I/O)."""
+        now = self._now()
+        return [w for w in self._workers if self._quarantine.get(w.info.worker_id, 0.0) <= now]
+
+    def quarantine(self, worker_id: WorkerId, seconds: float) -> None:
+        """Keeps ``worker_id`` out of :meth:`live` for ``seconds`` (it just failed a request)."""
+        self._quarantine[worker_id] = self._now() + seconds
+
+    async def refresh(self) -> None:
+        """One refresh from the index; never raises IndexUnavailableError."""
+        try:
+            statuses = await self._index.workers()
+        except IndexUnavailableError as exc:
+            if not self.degraded:
+                log.warning("prefix index unavailable, keeping %d known workers: %s", len(self._workers), exc)
+            self.degraded = True
+            return
+        self.degraded = False
+        self._workers = [s for s in statuses if self._accept(s)]
+        now = self._now()
+        self._quarantine = {w: t for w, t in self._quarantine.items() if t > now}
+
+    async def run(self) -> None:
+        """Refreshes forever; cancel the task to stop."""
+        while True:
+            await self.refresh()
+            await asyncio.sleep(self._refresh_s)
+
+    def _accept(self, status: WorkerStatus) -> bool:
+        info = status.info
+        if info.fingerprint == self._fingerprint:
+            self.rejected.pop(info.worker_id, None)
+            return True
+        if info.worker_id not in self.rejected:
+            log.error(
+                "refusing worker %s: config fingerprint %s != gateway's %s",
+                info.worker_id,
+                info.fingerprint,
+                self._fingerprint,
+            )
+        self.rejected[info.worker_id] = info.fingerprint
+        return False

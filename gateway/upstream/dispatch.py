@@ -1,0 +1,175 @@
+"""Dispatch: route a job, stream it from the chosen worker over gRPC, fail over before the first token.
+
+A worker that fails before sending a token is quarantined and the job is re-routed (bounded
+attempts); one that fails mid-stream ends the stream with :class:`WorkerFailedError` (tokens already
+sent cannot be taken back). When the consumer stops iterating (client disconnect), the gRPC call is
+cancelled, which aborts the sequence on the worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+
+from kvgate.gateway.routing.router import Routed, Router
+from kvgate.gateway.upstream.channels import ChannelPool
+from kvgate.gateway.upstream.directory import WorkerDirectory
+from kvgate.gateway.upstream.errors import (
+    DeadlineError,
+    InvalidRequestError,
+    NoWorkersError,
+    UpstreamError,
+    WorkerFailedError,
+    WorkersBusyError,
+)
+from kvgate.gateway.upstream.job import Done, Job, Tokens
+from kvgate.index.base import PrefixIndex
+from kvgate.index.types import IndexUnavailableError
+from kvgate.proto import convert, worker_pb2
+from kvgate.proto.ids import WorkerId
+from kvgate.proto.workers import WorkerInfo
+
+log = logging.getLogger(__name__)
+
+_DEAD = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
+_RETRY = _DEAD | {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED}
+
+
+class _RetryableError(Exception):
+    """The attempt failed before any token: try another worker."""
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self.code = code
+
+
+class Dispatcher:
+    """Owned by the composition root; stateless apart from what router and directory hold."""
+
+    def __init__(
+        self,
+        directory: WorkerDirectory,
+        router: Router,
+        channels: ChannelPool,
+        index: PrefixIndex,
+        max_attempts: int = 3,
+        quarantine_s: float = 5.0,
+    ) -> None:
+        self._directory = directory
+        self._router = router
+        self._channels = channels
+        self._index = index
+        self._max_attempts = max_attempts
+        self._quarantine_s = quarantine_s
+
+    async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> Routed:
+        """The routing decision alone (the dry-run view); NoWorkersError when none is routable."""
+        workers = [w for w in self._directory.live() if w.info.worker_id not in exclude]
+        if not workers:
+            raise NoWorkersError("no worker is available to serve this request")
+        return await self._router.route(
+            job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
+        )
+
+    async def stream(self, job: Job) -> AsyncIterator[Tokens | Done]:
+        """Yields Tokens then exactly one Done; raises an UpstreamError subclass on failure."""
+        excluded: set[WorkerId] = set()
+        last = grpc.StatusCode.UNAVAILABLE
+        for attempt in range(1, self._max_attempts + 1):
+            routed = await self.route(job, frozenset(excluded))
+            info = self._info(routed.decision.worker_id)
+            try:
+                # aclosing: when our consumer stops, the attempt's finally cancels the call now
+                async with contextlib.aclosing(self._attempt(job, routed, info, attempt)) as items:
+                    async for item in items:
+                        yield item
+                return
+            except _RetryableError as retry:
+                last = retry.code
+                excluded.add(info.worker_id)
+                await self._on_failure(info, retry.code)
+        if last is grpc.StatusCode.RESOURCE_EXHAUSTED:
+            raise WorkersBusyError("every worker tried is at capacity")
+        raise NoWorkersError(f"no worker could serve the request after {self._max_attempts} attempts")
+
+    async def _attempt(self, job: Job, routed: Routed, info: WorkerInfo, attempt: int) -> AsyncIterator:
+        call = self._channels.stub(info).Generate(_request(job, routed), timeout=_timeout(job))
+        prefill_open = True
+        try:
+            async for msg in call:
+                if prefill_open:
+                    prefill_open = self._close_prefill(routed, job)
+                if msg.HasField("final"):
+                    yield _done(msg.final, routed, attempt)
+                    return
+                yield Tokens(tuple(msg.tokens.token_ids))
+            raise WorkerFailedError(f"worker {info.worker_id} ended the stream without a final message")
+        except grpc.aio.AioRpcError as exc:
+            raise _classify(exc, info, first_token_sent=not prefill_open) from exc
+        finally:
+            if prefill_open:
+                self._close_prefill(routed, job)
+            call.cancel()  # no-op when finished; aborts the worker's sequence when the client left
+
+    def _close_prefill(self, routed: Routed, job: Job) -> bool:
+        self._router.prefill_done(routed.decision, job.prompt_tokens)
+        return False
+
+    def _info(self, worker_id: WorkerId) -> WorkerInfo:
+        return next(w.info for w in self._directory.live() if w.info.worker_id == worker_id)
+
+    async def _on_failure(self, info: WorkerInfo, code: grpc.StatusCode) -> None:
+        log.warning("worker %s failed before the first token (%s); re-routing", info.worker_id, code.name)
+        self._directory.quarantine(info.worker_id, self._quarantine_s)
+        if code in _DEAD:
+            with contextlib.suppress(IndexUnavailableError):
+                await self._index.purge(info.worker_id)
+
+
+def _classify(exc: grpc.aio.AioRpcError, info: WorkerInfo, first_token_sent: bool) -> Exception:
+    code = exc.code()
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidRequestError(exc.details() or "invalid request")
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineError("the request's deadline passed")
+    if not first_token_sent and code in _RETRY:
+        return _RetryableError(code)
+    if first_token_sent:
+        return WorkerFailedError(f"worker {info.worker_id} failed mid-stream: {code.name} {exc.details()}")
+    return UpstreamError(f"worker {info.worker_id} failed: {code.name} {exc.details()}")
+
+
+def _request(job: Job, routed: Routed) -> worker_pb2.GenerateRequest:
+    request = worker_pb2.GenerateRequest(
+        request_id=job.request_id,
+        prompt_token_ids=job.token_ids.tolist(),
+        sampling=convert.sampling_params_to_proto(job.sampling),
+        cache_salt=job.cache_salt,
+        adapter_id=job.adapter_id,
+        predicted_cached_tokens=routed.decision.predicted_cached_tokens,
+    )
+    if job.cache_hint is not None:
+        request.cache_hint.CopyFrom(convert.cache_hint_to_proto(job.cache_hint))
+    return request
+
+
+def _timeout(job: Job) -> float | None:
+    if job.deadline_s is None:
+        return None
+    remaining = job.deadline_s - time.monotonic()
+    if remaining <= 0:
+        raise DeadlineError("the request's deadline passed before it was sent")
+    return remaining
+
+
+def _done(final: worker_pb2.FinalResult, routed: Routed, attempt: int) -> Done:
+    return Done(
+        finish_reason=convert.finish_reason_from_proto(final.finish_reason),
+        usage=convert.usage_from_proto(final.usage),
+        routed=routed,
+        matched_stop=final.matched_stop if final.HasField("matched_stop") else None,
+        attempts=attempt,
+    )

@@ -1,0 +1,50 @@
+"""A generation request as the gateway dispatches it, and what the dispatcher streams back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvgate.gateway.routing.router import Routed
+from kvgate.proto.ids import ChunkHash
+from kvgate.proto.sampling import CacheHint, FinishReason, SamplingParams, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """Everything needed to route and run one request. ``hashes`` are the chunk hashes of
+    ``token_ids`` under the request's root; ``deadline_s`` is absolute (``time.monotonic``)."""
+
+    request_id: str
+    token_ids: np.ndarray
+    hashes: list[ChunkHash]
+    sampling: SamplingParams
+    request_key: int
+    cache_salt: str = ""
+    adapter_id: str = ""
+    cache_hint: CacheHint | None = None
+    cache_key: str | None = None
+    deadline_s: float | None = None
+
+    @property
+    def prompt_tokens(self) -> int:
+        return len(self.token_ids)
+
+
+@dataclass(frozen=True, slots=True)
+class Tokens:
+    """New tokens, in order."""
+
+    token_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Done:
+    """The last message of a stream: why it ended, usage as the worker counted it, and the route."""
+
+    finish_reason: FinishReason
+    usage: Usage
+    routed: Routed
+    matched_stop: str | None = None
+    attempts: int = 1

@@ -1,0 +1,177 @@
+"""Dispatch through real gRPC to scripted workers on loopback: streaming, cached tokens, failover,
+mid-stream failure, client disconnect, deadlines, busy and invalid requests."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from kvgate.clock import SystemClock
+from kvgate.gateway.routing import RouteReason, get_policy
+from kvgate.gateway.routing.router import Router
+from kvgate.gateway.upstream.channels import ChannelPool
+from kvgate.gateway.upstream.directory import WorkerDirectory
+from kvgate.gateway.upstream.dispatch import Dispatcher
+from kvgate.gateway.upstream.errors import (
+    DeadlineError,
+    InvalidRequestError,
+    WorkerFailedError,
+    WorkersBusyError,
+)
+from kvgate.gateway.upstream.job import Done, Job, Tokens
+from kvgate.index import IndexSettings, MemoryPrefixIndex
+from kvgate.proto.fingerprint import CacheConfig
+from kvgate.proto.hashing import chunk_hashes
+from kvgate.proto.ids import WorkerId
+from kvgate.proto.sampling import FinishReason, SamplingParams
+from tests.support.scripted_worker import Mode, ScriptedWorker
+
+CONFIG = CacheConfig("test-model")
+
+
+@dataclass
+class Cluster:
+    workers: list[ScriptedWorker]
+    dispatcher: Dispatcher
+    directory: WorkerDirectory
+    index: MemoryPrefixIndex
+    channels: ChannelPool
+
+    def worker(self, worker_id: str) -> ScriptedWorker:
+        return next(w for w in self.workers if w.worker_id == worker_id)
+
+
+@pytest.fixture
+async def cluster() -> AsyncIterator[Cluster]:
+    index = MemoryPrefixIndex(IndexSettings(), SystemClock())
+    workers = [await ScriptedWorker(WorkerId(f"w{i}"), CONFIG, index).start() for i in range(3)]
+    directory = WorkerDirectory(index, CONFIG.fingerprint())
+    await directory.refresh()
+    router = Router(index, get_policy("kvgate"), get_policy("least_loaded"), CONFIG.chunk_size, 2.0)
+    channels = ChannelPool()
+    yield Cluster(workers, Dispatcher(directory, router, channels, index), directory, index, channels)
+    await channels.close()
+    for worker in workers:
+        await worker.stop()
+
+
+def job(tokens: int = 1000, seed: int = 0, max_tokens: int = 4, deadline_s: float | None = None) -> Job:
+    ids = np.random.default_rng(seed).integers(0, 900, tokens).astype(np.uint32)
+    hashes = chunk_hashes(ids, CONFIG.root().digest(), CONFIG.chunk_size)
+    deadline = time.monotonic() + deadline_s if deadline_s else None
+    return Job(
+        uuid.uuid4().hex,
+        ids,
+        hashes,
+        SamplingParams(max_tokens=max_tokens),
+        request_key=seed,
+        deadline_s=deadline,
+    )
+
+
+async def collect(dispatcher: Dispatcher, j: Job) -> tuple[list[int], Done]:
+    tokens: list[int] = []
+    async for item in dispatcher.stream(j):
+        if isinstance(item, Tokens):
+            tokens.extend(item.token_ids)
+        else:
+            return tokens, item
+    raise AssertionError("no Done")
+
+
+async def test_streams_tokens_then_usage_and_a_repeat_is_a_cache_hit(cluster: Cluster) -> None:
+    first_tokens, first = await collect(cluster.dispatcher, job(seed=1))
+    assert len(first_tokens) == 4
+    assert first.finish_reason is FinishReason.LENGTH
+    assert first.usage.cached_tokens == 0
+
+    _, second = await collect(cluster.dispatcher, job(seed=1))
+    assert second.routed.decision.worker_id == first.routed.decision.worker_id
+    assert second.routed.decision.reason is RouteReason.CACHE_HIT
+    assert second.routed.decision.predicted_cached_tokens == 7 * 128  # 1000 tokens: 7 full chunks
+    assert second.usage.cached_tokens == 7 * 128  # the worker's own count agrees
+
+
+async def test_a_worker_failing_before_the_first_token_is_avoided(cluster: Cluster) -> None:
+    _, warm = await collect(cluster.dispatcher, job(seed=2))
+    broken = cluster.worker(warm.routed.decision.worker_id)
+    broken.mode = Mode.FAIL_BEFORE_FIRST
+
+    tokens, done = await collect(cluster.dispatcher, job(seed=2))  # cached on the broken one
+
+    assert len(tokens) == 4
+    assert done.attempts == 2
+    assert done.routed.decision.worker_id != broken.worker_id
+    assert broken.worker_id not in {w.info.worker_id for w in cluster.directory.live()}
+    assert (await cluster.index.lookup(job(seed=2).hashes)).chunks_for(broken.worker_id) == 0  # purged
+
+
+async def test_a_worker_failing_mid_stream_ends_the_stream_with_an_error(cluster: Cluster) -> None:
+    for worker in cluster.workers:
+        worker.mode = Mode.FAIL_AFTER_TWO
+    received: list[int] = []
+
+    async def read_all() -> None:
+        async for item in cluster.dispatcher.stream(job(seed=3)):
+            received.extend(item.token_ids)
+
+    with pytest.raises(WorkerFailedError, match="mid-stream"):
+        await read_all()
+    assert len(received) == 2
+
+
+async def test_a_client_that_stops_reading_cancels_the_work_on_the_worker(cluster: Cluster) -> None:
+    for worker in cluster.workers:
+        worker.token_delay_s = 0.05
+    j = job(seed=4, max_tokens=100)
+    stream = cluster.dispatcher.stream(j)
+    await anext(stream)
+    await stream.aclose()  # the HTTP client went away
+
+    for _ in range(100):
+        if any(j.request_id in w.cancelled for w in cluster.workers):
+            break
+        await asyncio.sleep(0.02)
+    assert any(j.request_id in w.cancelled for w in cluster.workers)
+    assert not any(j.request_id in w.served for w in cluster.workers)
+
+
+async def test_a_stalled_worker_hits_the_deadline_instead_of_hanging(cluster: Cluster) -> None:
+    for worker in cluster.workers:
+        worker.mode = Mode.STALL
+    start = time.monotonic()
+    with pytest.raises(DeadlineError):
+        await collect(cluster.dispatcher, job(seed=5, deadline_s=0.5))
+    assert time.monotonic() - start < 3
+
+
+async def test_every_worker_busy_is_reported_as_busy(cluster: Cluster) -> None:
+    for worker in cluster.workers:
+        worker.mode = Mode.BUSY
+    with pytest.raises(WorkersBusyError) as err:
+        await collect(cluster.dispatcher, job(seed=6))
+    assert err.value.retry_after_s
+
+
+async def test_an_invalid_request_is_not_retried(cluster: Cluster) -> None:
+    for worker in cluster.workers:
+        worker.mode = Mode.REJECT
+    with pytest.raises(InvalidRequestError, match="prompt too long"):
+        await collect(cluster.dispatcher, job(seed=7))
+    assert len(cluster.directory.live()) == 3  # nobody quarantined for a client error
+
+
+async def test_a_worker_with_another_fingerprint_is_refused(cluster: Cluster) -> None:
+    stranger = await ScriptedWorker(
+        WorkerId("w9"), CacheConfig("test-model", chunk_size=256), cluster.index
+    ).start()
+    await cluster.directory.refresh()
+    assert "w9" not in {w.info.worker_id for w in cluster.directory.live()}
+    assert "w9" in cluster.directory.rejected
+    await stranger.stop()

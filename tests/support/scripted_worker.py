@@ -1,0 +1,140 @@
+"""A scripted worker: a real grpc.aio server speaking the worker .proto, with a toy generator.
+
+Gateway tests run against it on loopback before (and beside) real engine workers. It keeps a real
+chunk-hash prefix store (so cached tokens are honest), publishes stored chunks to an index, and can
+be told to fail, stall or refuse, to exercise failover, deadlines and cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from kvgate.grpc_options import SERVER_OPTIONS
+from kvgate.index.base import PrefixIndex
+from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
+from kvgate.proto.events import EventBatch, KVEvent
+from kvgate.proto.fingerprint import CacheConfig
+from kvgate.proto.hashing import chunk_hashes
+from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
+from kvgate.proto.sampling import FinishReason, Usage
+from kvgate.proto.workers import WorkerInfo, WorkerLoad
+
+VOCAB = 1000
+EOS = 999
+
+
+class Mode(enum.Enum):
+    SERVE = "serve"
+    FAIL_BEFORE_FIRST = "fail_before_first"  # UNAVAILABLE before any token
+    FAIL_AFTER_TWO = "fail_after_two"  # two tokens, then INTERNAL
+    STALL = "stall"  # accepts, never answers
+    BUSY = "busy"  # RESOURCE_EXHAUSTED
+    REJECT = "reject"  # INVALID_ARGUMENT
+
+
+@dataclass
+class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
+    worker_id: WorkerId
+    config: CacheConfig
+    index: PrefixIndex | None = None
+    mode: Mode = Mode.SERVE
+    token_delay_s: float = 0.0
+    epoch: int = 1
+    port: int = 0
+    held: set[ChunkHash] = field(default_factory=set)
+    cancelled: list[str] = field(default_factory=list)
+    served: list[str] = field(default_factory=list)
+    _seq: int = 0
+    _server: grpc.aio.Server | None = None
+
+    @property
+    def info(self) -> WorkerInfo:
+        return WorkerInfo(
+            self.worker_id,
+            self.epoch,
+            f"127.0.0.1:{self.port}",
+            self.config.fingerprint(),
+            self.config.model_id,
+        )
+
+    async def start(self) -> ScriptedWorker:
+        self._server = grpc.aio.server(options=SERVER_OPTIONS)
+        worker_pb2_grpc.add_KVWorkerServicer_to_server(self, self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), self._server)
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        await self._server.start()
+        if self.index is not None:
+            await self.index.register(self.info, WorkerLoad(gpu_blocks_total=100, gpu_blocks_free=100))
+        return self
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            await self._server.stop(grace=None)
+
+    async def Generate(self, request, context):  # noqa: N802
+        if self.mode is Mode.BUSY:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "queue full")
+        if self.mode is Mode.REJECT:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "prompt too long")
+        if self.mode is Mode.FAIL_BEFORE_FIRST:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "engine down")
+        try:
+            async for message in self._generate(request, context):
+                yield message
+        except asyncio.CancelledError:
+            self.cancelled.append(request.request_id)
+            raise
+
+    async def _generate(self, request, context):
+        if self.mode is Mode.STALL:
+            await asyncio.sleep(3600)
+        ids = list(request.prompt_token_ids)
+        cached = await self._cache(ids, request.cache_salt)
+        sampling = convert.sampling_params_from_proto(request.sampling)
+        produced = 0
+        for i in range(sampling.max_tokens):
+            if self.mode is Mode.FAIL_AFTER_TWO and produced == 2:
+                await context.abort(grpc.StatusCode.INTERNAL, "engine crashed")
+            await asyncio.sleep(self.token_delay_s)
+            produced += 1
+            yield worker_pb2.GenerateResponse(
+                tokens=worker_pb2.TokenBatch(token_ids=[(ids[-1] + i + 1) % EOS])
+            )
+        usage = Usage(len(ids), produced, cached, cached, 0)
+        self.served.append(request.request_id)
+        yield worker_pb2.GenerateResponse(
+            final=worker_pb2.FinalResult(
+                finish_reason=convert.finish_reason_to_proto(FinishReason.LENGTH),
+                usage=convert.usage_to_proto(usage),
+            )
+        )
+
+    async def _cache(self, ids: list[int], salt: str) -> int:
+        """Cached prompt tokens (whole leading chunks already held); then holds them all."""
+        hashes = chunk_hashes(ids, self.config.root(cache_salt=salt).digest(), self.config.chunk_size)
+        hits = next((i for i, h in enumerate(hashes) if h not in self.held), len(hashes))
+        new = [h for h in hashes if h not in self.held]
+        self.held.update(new)
+        if self.index is not None and new:
+            self._seq += 1
+            events = tuple(KVEvent.stored(h, Tier.GPU, 10**13) for h in new)
+            await self.index.apply(EventBatch(self.worker_id, Epoch(self.epoch), SeqNo(self._seq), events))
+        return min(hits * self.config.chunk_size, len(ids) - 1)
+
+    async def Abort(self, request, context):  # noqa: N802
+        return worker_pb2.AbortResponse(aborted=False)
+
+    async def Stats(self, request, context):  # noqa: N802
+        return worker_pb2.StatsResponse(info=convert.worker_info_to_proto(self.info))
+
+
+async def health_status(port: int) -> int:
+    """The worker's grpc.health.v1 status (SERVING = 1)."""
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+        reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+        return reply.status
