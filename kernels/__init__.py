@@ -1,1 +1,19 @@
+"""Paged-attention kernels: KV-cache write, prefill (with cached prefix) and decode attention, block copy.
 
+``get_kernels("reference")`` is the plain-torch specification and CPU path; ``get_kernels("triton")`` the
+GPU path. Cache layout and shape checks: ``geometry``; the interface: ``protocol.AttentionKernels``.
+"""
+
+from kvgate.kernels.geometry import CacheGeometry, cache_geometry
+from kvgate.kernels.protocol import AttentionKernels
+from kvgate.kernels.reference import ReferenceKernels
+from kvgate.kernels.registry import get_kernels, kernel_names
+
+__all__ = [
+    "AttentionKernels",
+    "CacheGeometry",
+    "ReferenceKernels",
+    "cache_geometry",
+    "get_kernels",
+    "kernel_names",
+]

@@ -1,0 +1,113 @@
+"""Plain-torch paged attention: the specification of every backend and the CPU path of the engine.
+
+Each sequence's context is gathered from its blocks into a dense ``[context_len, kv_heads, head_dim]``
+tensor and attended in fp32 with an explicit causal mask. Lengths are read on the host (``tolist``), so on
+a GPU this path waits for the device once per call; it is meant to be obviously right, not fast.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kvgate.kernels.block_transfer import copy_blocks_torch
+from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query
+
+
+class ReferenceKernels:
+    """``AttentionKernels`` in plain torch; any device, any float dtype. Copies across devices are staged
+    through one transfer (see ``block_transfer``)."""
+
+    name = "reference"
+
+    def write_kv(
+        self,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        block_size = cache_geometry(k_cache, v_cache).block_size
+        keep = slot_mapping >= 0  # slot -1: skip the token
+        slots = slot_mapping[keep]
+        blocks, offsets = slots // block_size, slots % block_size
+        k_cache[blocks, offsets] = k[keep].to(k_cache.dtype)
+        v_cache[blocks, offsets] = v[keep].to(v_cache.dtype)
+
+    def prefill_attention(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        cu_seqlens_q: torch.Tensor,
+        context_lens: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        check_query(q, cache_geometry(k_cache, v_cache), k_cache)
+        check_block_tables(block_tables, context_lens)
+        out = torch.empty_like(q)
+        bounds, lens = cu_seqlens_q.tolist(), context_lens.tolist()
+        for b, context_len in enumerate(lens):
+            start, end = bounds[b], bounds[b + 1]
+            if end > start:
+                k, v = gather_context(k_cache, v_cache, block_tables[b], context_len)
+                out[start:end] = causal_attention(q[start:end], k, v, scale)
+        return out
+
+    def decode_attention(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        context_lens: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        batch = check_block_tables(block_tables, context_lens)
+        cu_seqlens_q = torch.arange(batch + 1, dtype=torch.int32, device=q.device)
+        return self.prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale)
+
+    def copy_blocks(
+        self,
+        src_k: torch.Tensor,
+        src_v: torch.Tensor,
+        dst_k: torch.Tensor,
+        dst_v: torch.Tensor,
+        src_ids: torch.Tensor,
+        dst_ids: torch.Tensor,
+    ) -> None:
+        copy_blocks_torch(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
+
+
+def gather_context(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, context_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``context_len`` tokens of one sequence as dense k, v ``[context_len, kv_heads, D]``."""
+    block_size = k_cache.shape[1]
+    positions = torch.arange(context_len, device=k_cache.device)
+    blocks = block_table.long()[positions // block_size]
+    offsets = positions % block_size
+    return k_cache[blocks, offsets], v_cache[blocks, offsets]
+
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+    """Attention of the last ``Q`` positions of a context over all of it, in fp32, GQA without copies.
+
+    q ``[Q, heads, D]`` holds positions ``L-Q .. L-1`` of k, v ``[L, kv_heads, D]`` (``L >= Q``); the query
+    at position ``i`` sees positions ``0..i``. Returns ``[Q, heads, D]`` in q's dtype.
+    """
+    num_q, num_heads, head_dim = q.shape
+    context_len, num_kv_heads, _ = k.shape
+    if context_len < num_q:
+        raise ValueError(f"context_len {context_len} < query tokens {num_q}")
+    group = num_heads // num_kv_heads
+    qg = q.float().view(num_q, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)  # [kvH, G, Q, D]
+    kt = k.float().permute(1, 2, 0).unsqueeze(1)  # [kvH, 1, D, L]
+    vg = v.float().permute(1, 0, 2).unsqueeze(1)  # [kvH, 1, L, D]
+    scores = (qg @ kt) * scale  # [kvH, G, Q, L]
+    q_pos = torch.arange(context_len - num_q, context_len, device=q.device)
+    k_pos = torch.arange(context_len, device=q.device)
+    scores.masked_fill_(k_pos[None, :] > q_pos[:, None], float("-inf"))
+    out = torch.softmax(scores, dim=-1) @ vg  # [kvH, G, Q, D]
+    return out.permute(2, 0, 1, 3).reshape(num_q, num_heads, head_dim).to(q.dtype)
