@@ -64,20 +64,31 @@ class Router:
     ) -> Routed:
         """Chooses a worker among ``workers`` (non-empty) and records the choice: pending entries
         in the index for the prompt's chunks, and the in-flight tokens. Mutates this router."""
+        routed = await self.preview(hashes, prompt_tokens, workers, request_key, cache_key)
+        decision = routed.decision
+        self._inflight[decision.worker_id] += prompt_tokens - decision.predicted_cached_tokens
+        self._local.record(hashes, decision.worker_id)
+        await self._mark_pending(hashes, decision.worker_id, not routed.degraded)
+        return routed
+
+    async def preview(
+        self,
+        hashes: Sequence[ChunkHash],
+        prompt_tokens: int,
+        workers: Sequence[WorkerStatus],
+        request_key: int,
+        cache_key: str | None = None,
+    ) -> Routed:
+        """The decision :meth:`route` would make now, recording nothing (the dry-run view)."""
         lookup = await self._lookup(hashes)
-        # From here to the end of the decision there is no await: concurrent requests see each
-        # other's decisions through the local record.
+        # From here to the end of route()'s bookkeeping there is no await: concurrent requests
+        # see each other's decisions through the local record.
         if lookup is not None:
             lookup = self._local.merge(lookup, hashes)
         request = self._request(prompt_tokens, workers, lookup, request_key, cache_key)
-        policy = self._policy if lookup is not None else self._fallback
-        decision = policy.choose(request)
         if lookup is None:
-            decision = _as_fallback(decision)
-        self._inflight[decision.worker_id] += prompt_tokens - decision.predicted_cached_tokens
-        self._local.record(hashes, decision.worker_id)
-        await self._mark_pending(hashes, decision.worker_id, lookup is not None)
-        return Routed(decision, lookup, len(hashes))
+            return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes))
+        return Routed(self._policy.choose(request), lookup, len(hashes))
 
     def prefill_done(self, decision: RouteDecision, prompt_tokens: int) -> None:
         """The request's prefill finished (or the request failed): its tokens stop counting as in

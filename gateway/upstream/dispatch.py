@@ -28,7 +28,7 @@ from kvgate.gateway.upstream.errors import (
 )
 from kvgate.gateway.upstream.job import Done, Job, Tokens
 from kvgate.index.base import PrefixIndex
-from kvgate.index.types import IndexUnavailableError
+from kvgate.index.types import IndexUnavailableError, WorkerStatus
 from kvgate.proto import convert, worker_pb2
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.workers import WorkerInfo
@@ -66,20 +66,36 @@ class Dispatcher:
         self._quarantine_s = quarantine_s
 
     async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> Routed:
-        """The routing decision alone (the dry-run view); NoWorkersError when none is routable."""
-        workers = [w for w in self._directory.live() if w.info.worker_id not in exclude]
-        if not workers:
-            raise NoWorkersError("no worker is available to serve this request")
+        """Routes ``job`` (recording the decision); NoWorkersError when no worker is routable."""
+        workers = self._routable(exclude)
         return await self._router.route(
             job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
         )
+
+    async def preview(self, job: Job) -> Routed:
+        """The decision :meth:`route` would make, recording nothing (the dry-run view)."""
+        workers = self._routable(frozenset())
+        return await self._router.preview(
+            job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
+        )
+
+    def _routable(self, exclude: frozenset[WorkerId]) -> list[WorkerStatus]:
+        workers = [w for w in self._directory.live() if w.info.worker_id not in exclude]
+        if not workers:
+            raise NoWorkersError("no worker is available to serve this request")
+        return workers
 
     async def stream(self, job: Job) -> AsyncIterator[Tokens | Done]:
         """Yields Tokens then exactly one Done; raises an UpstreamError subclass on failure."""
         excluded: set[WorkerId] = set()
         last = grpc.StatusCode.UNAVAILABLE
         for attempt in range(1, self._max_attempts + 1):
-            routed = await self.route(job, frozenset(excluded))
+            try:
+                routed = await self.route(job, frozenset(excluded))
+            except NoWorkersError:
+                if not excluded:
+                    raise
+                break  # every worker was tried
             info = self._info(routed.decision.worker_id)
             try:
                 # aclosing: when our consumer stops, the attempt's finally cancels the call now
@@ -93,7 +109,7 @@ class Dispatcher:
                 await self._on_failure(info, retry.code)
         if last is grpc.StatusCode.RESOURCE_EXHAUSTED:
             raise WorkersBusyError("every worker tried is at capacity")
-        raise NoWorkersError(f"no worker could serve the request after {self._max_attempts} attempts")
+        raise NoWorkersError(f"no worker could serve the request ({len(excluded)} tried)")
 
     async def _attempt(self, job: Job, routed: Routed, info: WorkerInfo, attempt: int) -> AsyncIterator:
         call = self._channels.stub(info).Generate(_request(job, routed), timeout=_timeout(job))
