@@ -21,7 +21,7 @@ from kvgate.proto.events import EventBatch, KVEvent
 from kvgate.proto.fingerprint import CacheConfig
 from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
-from kvgate.proto.sampling import FinishReason, Usage
+from kvgate.proto.sampling import CacheHint, FinishReason, Usage
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 VOCAB = 1000
@@ -49,6 +49,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
     held: set[ChunkHash] = field(default_factory=set)
     cancelled: list[str] = field(default_factory=list)
     served: list[str] = field(default_factory=list)
+    hints: list[CacheHint] = field(default_factory=list)
     _seq: int = 0
     _server: grpc.aio.Server | None = None
 
@@ -94,6 +95,8 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
         if self.mode is Mode.STALL:
             await asyncio.sleep(3600)
         ids = list(request.prompt_token_ids)
+        if request.HasField("cache_hint"):
+            self.hints.append(convert.cache_hint_from_proto(request.cache_hint))
         cached = await self._cache(ids, request.cache_salt)
         sampling = convert.sampling_params_from_proto(request.sampling)
         produced = 0

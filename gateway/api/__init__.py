@@ -1,0 +1,1 @@
+"""The gateway's HTTP API (FastAPI): OpenAI- and Anthropic-compatible endpoints."""

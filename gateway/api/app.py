@@ -1,0 +1,52 @@
+"""The FastAPI application: routes, error format, body limit, health. Built once by the
+composition root from the services it is given."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+
+from kvgate.gateway.api.anthropic_routes import build_anthropic_router
+from kvgate.gateway.api.body_limit import BodyLimit
+from kvgate.gateway.api.errors import install_error_handlers
+from kvgate.gateway.api.openai_routes import build_openai_router
+from kvgate.gateway.api.route_routes import build_route_router
+from kvgate.gateway.prepare import Preparer
+from kvgate.gateway.settings import GatewaySettings
+from kvgate.gateway.textgen import TextGenerator
+from kvgate.gateway.upstream.directory import WorkerDirectory
+from kvgate.gateway.upstream.dispatch import Dispatcher
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+def create_app(
+    settings: GatewaySettings,
+    preparer: Preparer,
+    generator: TextGenerator,
+    dispatcher: Dispatcher,
+    directory: WorkerDirectory,
+    lifespan: Lifespan | None = None,
+) -> FastAPI:
+    app = FastAPI(title="kvgate", version="0.1.0", lifespan=lifespan)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
+    app.include_router(build_openai_router(preparer, generator, settings.model_name))
+    app.include_router(build_anthropic_router(preparer, generator))
+    app.include_router(build_route_router(preparer, dispatcher, settings.cache.chunk_size))
+
+    @app.get("/health")
+    async def health() -> JSONResponse:
+        """200 when at least one worker is routable, else 503 (load balancers take it out)."""
+        live = len(directory.live())
+        body = {
+            "status": "ok" if live else "unavailable",
+            "workers": live,
+            "index_degraded": directory.degraded,
+        }
+        return JSONResponse(body, status_code=200 if live else 503)
+
+    return app

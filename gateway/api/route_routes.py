@@ -1,0 +1,87 @@
+"""``POST /v1/route``: where a chat or completion request would go, and why, without running it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body
+from pydantic import ValidationError
+
+from kvgate.gateway.api.errors import bad_request
+from kvgate.gateway.api.openai_schemas import ChatCompletionRequest, CompletionRequest
+from kvgate.gateway.prepare import Generation, Preparer
+from kvgate.gateway.routing.router import Routed
+from kvgate.gateway.upstream.dispatch import Dispatcher
+from kvgate.gateway.upstream.job import Job
+
+
+def build_route_router(preparer: Preparer, dispatcher: Dispatcher, chunk_size: int) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/v1/route")
+    async def route(body: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
+        """Same body as /v1/chat/completions (``messages``) or /v1/completions (``prompt``)."""
+        job = await _job(preparer, body)
+        routed = await dispatcher.preview(job)
+        return explain(job, routed, chunk_size)
+
+    return router
+
+
+async def _job(preparer: Preparer, body: dict[str, Any]) -> Job:
+    try:
+        if "messages" in body:
+            chat = ChatCompletionRequest.model_validate(body)
+            ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in chat.messages])
+            preparer.check_model(chat.model)
+            return preparer.job(
+                Generation(
+                    chat.model,
+                    {"max_tokens": chat.limit},
+                    ids,
+                    tuple(chat.stop_list()),
+                    cache_key=chat.prompt_cache_key,
+                )
+            )
+        text = CompletionRequest.model_validate(body)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join(str(p) for p in first["loc"]) or None
+        raise bad_request(f"{param}: {first['msg']}" if param else first["msg"], param) from exc
+    preparer.check_model(text.model)
+    ids = await preparer.text_prompt(text.prompt)
+    return preparer.job(
+        Generation(
+            text.model,
+            {"max_tokens": text.max_tokens},
+            ids,
+            tuple(text.stop_list()),
+            cache_key=text.prompt_cache_key,
+        )
+    )
+
+
+def explain(job: Job, routed: Routed, chunk_size: int) -> dict[str, Any]:
+    """The dry-run answer: what was matched where, what was chosen and why."""
+    matches = routed.lookup.matches.values() if routed.lookup is not None else []
+    decision = routed.decision
+    return {
+        "prompt_tokens": job.prompt_tokens,
+        "chunk_size": chunk_size,
+        "full_chunks": routed.num_chunks,
+        "index_degraded": routed.degraded,
+        "matches": [
+            {
+                "worker": m.worker_id,
+                "matched_chunks": m.chunks,
+                "gpu_chunks": m.gpu_chunks,
+                "cpu_chunks": m.cpu_chunks,
+                "pending_chunks": m.pending_chunks,
+            }
+            for m in sorted(matches, key=lambda m: (-m.chunks, m.worker_id))
+        ],
+        "chosen_worker": decision.worker_id,
+        "reason": decision.reason.value,
+        "predicted_cached_tokens": decision.predicted_cached_tokens,
+        "estimated_ttft_s": decision.estimated_ttft_s,
+    }

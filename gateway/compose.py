@@ -1,0 +1,72 @@
+"""The gateway's composition root: builds every object once and wires them; nothing is global.
+
+The FastAPI lifespan owns the background work (worker discovery) and closes the gRPC channels on
+shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from fastapi import FastAPI
+
+from kvgate.gateway.api.app import create_app
+from kvgate.gateway.prepare import Preparer
+from kvgate.gateway.routing import get_policy
+from kvgate.gateway.routing.router import Router
+from kvgate.gateway.settings import GatewaySettings
+from kvgate.gateway.textgen import TextGenerator
+from kvgate.gateway.upstream.channels import ChannelPool
+from kvgate.gateway.upstream.directory import WorkerDirectory
+from kvgate.gateway.upstream.dispatch import Dispatcher
+from kvgate.index.base import PrefixIndex
+from kvgate.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """A built gateway: the HTTP app plus the services the other fronts share."""
+
+    settings: GatewaySettings
+    app: FastAPI
+    preparer: Preparer
+    generator: TextGenerator
+    dispatcher: Dispatcher
+    directory: WorkerDirectory
+    router: Router
+
+
+def build_gateway(
+    settings: GatewaySettings, index: PrefixIndex, tokenizer: Tokenizer, refresh_s: float = 1.0
+) -> Gateway:
+    """Wires a gateway over ``index`` (owned by the caller, who closes it)."""
+    directory = WorkerDirectory(index, settings.cache.fingerprint(), refresh_s)
+    router = Router(
+        index,
+        get_policy(settings.policy, settings.routing),
+        get_policy("least_loaded", settings.routing),
+        settings.cache.chunk_size,
+        settings.index.pending_ttl_s,
+    )
+    channels = ChannelPool()
+    dispatcher = Dispatcher(directory, router, channels, index, settings.max_attempts)
+    preparer = Preparer(settings, tokenizer)
+    generator = TextGenerator(dispatcher, tokenizer)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await directory.refresh()
+        discovery = asyncio.create_task(directory.run(), name="kvgate-worker-discovery")
+        try:
+            yield
+        finally:
+            discovery.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await discovery
+            await channels.close()
+
+    app = create_app(settings, preparer, generator, dispatcher, directory, lifespan)
+    return Gateway(settings, app, preparer, generator, dispatcher, directory, router)

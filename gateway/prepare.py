@@ -1,0 +1,120 @@
+"""From an API request to a dispatchable :class:`Job`: template, tokenize (off the event loop),
+check limits, hash chunks. Raises :class:`ApiError` (400 / 404) for anything the client got wrong."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvgate.gateway.api.errors import ApiError, bad_request
+from kvgate.gateway.settings import GatewaySettings
+from kvgate.gateway.upstream.job import Job
+from kvgate.proto.hashing import chunk_hashes
+from kvgate.proto.sampling import CacheHint, SamplingParams
+from kvgate.tokenizer import ChatTemplateError, Tokenizer
+
+
+@dataclass(frozen=True, slots=True)
+class Generation:
+    """What a front asks for: the prompt, how to sample, and the cache hints."""
+
+    model: str
+    sampling: dict
+    prompt_ids: np.ndarray
+    stops: tuple[str, ...]
+    cache_key: str | None = None
+    cache_hint: CacheHint | None = None
+    default_max_tokens: int | None = None
+
+
+class Preparer:
+    """Owned by the composition root; safe to share across requests (no mutable state)."""
+
+    def __init__(self, settings: GatewaySettings, tokenizer: Tokenizer, tenant_salt: str = "") -> None:
+        self._settings = settings
+        self._tokenizer = tokenizer
+        self._salt = tenant_salt
+
+    def check_model(self, model: str) -> None:
+        if model != self._settings.model_name:
+            raise ApiError(404, f"The model `{model}` does not exist.", param="model", code="model_not_found")
+
+    async def chat_prompt(self, messages: list[dict[str, str]], generation_prompt: bool = True) -> np.ndarray:
+        """Token ids of ``messages`` through the chat template, computed in a worker thread."""
+        return await asyncio.to_thread(self._render_and_encode, messages, generation_prompt)
+
+    async def text_prompt(self, prompt: str | list[int]) -> np.ndarray:
+        if isinstance(prompt, str):
+            return await asyncio.to_thread(self._tokenizer.encode, prompt)
+        ids = np.asarray(prompt, dtype=np.int64)
+        if ids.min() < 0 or ids.max() >= self._tokenizer.vocab_size:
+            raise bad_request(f"prompt token ids must lie in [0, {self._tokenizer.vocab_size})", "prompt")
+        return ids.astype(np.uint32)
+
+    def job(self, generation: Generation) -> Job:
+        """The Job of a prepared generation; 400 for limits and invalid sampling values."""
+        limits = self._settings.limits
+        prompt_len = len(generation.prompt_ids)
+        room = limits.context_window - prompt_len
+        if prompt_len == 0:
+            raise bad_request("the prompt is empty", "prompt")
+        if room < 1:
+            raise bad_request(
+                f"This model's maximum context length is {limits.context_window} tokens; the prompt has "
+                f"{prompt_len}.",
+                "messages",
+                "context_length_exceeded",
+            )
+        sampling = self._sampling(generation, room)
+        cache = self._settings.cache
+        root = cache.root(cache_salt=self._salt).digest()
+        return Job(
+            request_id=uuid.uuid4().hex,
+            token_ids=generation.prompt_ids,
+            hashes=chunk_hashes(generation.prompt_ids, root, cache.chunk_size),
+            sampling=sampling,
+            request_key=uuid.uuid4().int & (2**64 - 1),
+            cache_salt=self._salt,
+            cache_hint=generation.cache_hint,
+            cache_key=generation.cache_key,
+            deadline_s=time.monotonic() + limits.request_timeout_s,
+        )
+
+    def _sampling(self, generation: Generation, room: int) -> SamplingParams:
+        limits = self._settings.limits
+        fields = {k: v for k, v in generation.sampling.items() if v is not None}
+        wanted = fields.pop("max_tokens", None) or min(generation.default_max_tokens or room, room)
+        if wanted > min(room, limits.max_output_tokens):
+            raise bad_request(
+                f"max_tokens is {wanted}, but at most {min(room, limits.max_output_tokens)} fit "
+                f"(context window {limits.context_window}, prompt {len(generation.prompt_ids)}, "
+                f"output limit {limits.max_output_tokens})",
+                "max_tokens",
+            )
+        self._check_stops(generation.stops)
+        try:
+            return SamplingParams(max_tokens=wanted, stop=generation.stops, **fields)
+        except ValueError as exc:
+            raise bad_request(str(exc)) from exc
+
+    def _check_stops(self, stops: tuple[str, ...]) -> None:
+        limits = self._settings.limits
+        if len(stops) > limits.max_stop_strings:
+            raise bad_request(f"at most {limits.max_stop_strings} stop strings are allowed", "stop")
+        if any(not s or len(s) > limits.max_stop_chars for s in stops):
+            raise bad_request(f"stop strings must have 1 to {limits.max_stop_chars} characters", "stop")
+
+    def _render_and_encode(self, messages: list[dict[str, str]], generation_prompt: bool) -> np.ndarray:
+        if len(messages) > self._settings.limits.max_messages:
+            raise bad_request(
+                f"at most {self._settings.limits.max_messages} messages are allowed", "messages"
+            )
+        try:
+            text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt)
+        except (ChatTemplateError, ValueError) as exc:
+            raise bad_request(f"the chat template rejected the messages: {exc}", "messages") from exc
+        return self._tokenizer.encode(text, add_special_tokens=False)

@@ -1,0 +1,47 @@
+"""The gateway's settings: one frozen object per process, validated at start."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kvgate.gateway.routing.config import RoutingConfig
+from kvgate.index.settings import IndexSettings
+from kvgate.proto.fingerprint import CacheConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what one request may ask for; beyond them, a 400 with the limit named."""
+
+    context_window: int = 8192  # prompt + completion tokens
+    max_output_tokens: int = 4096
+    max_body_bytes: int = 8 * 1024 * 1024
+    max_messages: int = 2048
+    max_stop_strings: int = 8
+    max_stop_chars: int = 256
+    request_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        for name in ("context_window", "max_output_tokens", "max_body_bytes", "max_messages"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"limits.{name} must be positive")
+
+
+@dataclass(frozen=True, slots=True)
+class GatewaySettings:
+    """``model_name`` is the name clients use (``/v1/models``); ``cache`` must equal the workers'
+    (its fingerprint is checked against each worker's)."""
+
+    model_name: str
+    cache: CacheConfig
+    policy: str = "kvgate"
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
+    index: IndexSettings = field(default_factory=IndexSettings)
+    limits: Limits = field(default_factory=Limits)
+    max_attempts: int = 3
+
+    def __post_init__(self) -> None:
+        if not self.model_name:
+            raise ValueError("model_name must not be empty")
+        if self.max_attempts < 1:
+            raise ValueError("max_attempts must be >= 1")

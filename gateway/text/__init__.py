@@ -1,0 +1,1 @@
+"""Text-side helpers of the gateway (torch-free)."""

@@ -1,0 +1,159 @@
+"""The OpenAI-compatible API, driven by the official ``openai`` SDK against a real gateway."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import httpx
+import openai
+import pytest
+
+from tests.gateway.conftest import MODEL, LiveGateway
+from tests.support.scripted_worker import Mode
+
+LONG_SYSTEM = "You are a meticulous assistant. " * 60  # ~400 tokens: 3 full chunks
+
+
+@pytest.fixture
+async def sdk(live: LiveGateway) -> AsyncIterator[openai.AsyncOpenAI]:
+    async with openai.AsyncOpenAI(base_url=f"{live.url}/v1", api_key="unused", max_retries=0) as client:
+        yield client
+
+
+def chat(question: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": question}]
+
+
+async def test_models_lists_the_served_model(sdk: openai.AsyncOpenAI) -> None:
+    models = await sdk.models.list()
+    assert [m.id for m in models.data] == [MODEL]
+
+
+async def test_chat_completion_reports_usage_and_cached_tokens_on_a_repeat(sdk: openai.AsyncOpenAI) -> None:
+    first = await sdk.chat.completions.create(model=MODEL, messages=chat("What is 2+2?"), max_tokens=5)
+    assert first.choices[0].finish_reason == "length"
+    assert isinstance(first.choices[0].message.content, str)
+    assert first.usage.completion_tokens == 5
+    assert first.usage.prompt_tokens_details.cached_tokens == 0
+
+    second = await sdk.chat.completions.create(model=MODEL, messages=chat("And 3+3?"), max_tokens=5)
+    full_chunks = second.usage.prompt_tokens // 128
+    shared_chunks = 3  # the long system prompt is shared; the question differs
+    assert second.usage.prompt_tokens_details.cached_tokens == min(full_chunks, shared_chunks) * 128
+    assert second.model_extra["kvgate"]["route_reason"] == "cache_hit"
+
+
+async def test_streamed_chat_assembles_and_reports_usage_last(sdk: openai.AsyncOpenAI) -> None:
+    stream = await sdk.chat.completions.create(
+        model=MODEL,
+        messages=chat("Count."),
+        max_tokens=6,
+        stream=True,
+        stream_options={"include_usage": True},
+    )
+    chunks = [c async for c in stream]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    finals = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+    assert finals == ["length"]
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage.completion_tokens == 6
+    assert isinstance(text, str)
+
+
+async def test_completions_stream_and_not(sdk: openai.AsyncOpenAI) -> None:
+    plain = await sdk.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=3)
+    assert plain.usage.completion_tokens == 3
+    streamed = await sdk.completions.create(model=MODEL, prompt=[1, 2, 3], max_tokens=3, stream=True)
+    finals = [c.choices[0].finish_reason async for c in streamed if c.choices]
+    assert finals[-1] == "length"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "status", "param", "fragment"),
+    [
+        ({"model": "gpt-5"}, 404, "model", "does not exist"),
+        ({"temperature": 7}, 400, "temperature", "less than or equal to 2"),
+        ({"n": 2}, 400, "n", "should be 1"),
+        ({"max_tokens": 100_000}, 400, "max_tokens", "at most 512 fit"),
+        ({"stop": [""]}, 400, "stop", "1 to 256 characters"),
+        ({"extra_body": {"bogus_field": 1}}, 400, "bogus_field", "not permitted"),
+        ({"messages": [{"role": "wizard", "content": "hi"}]}, 400, "messages.0.role", "Input should be"),
+        (
+            {"messages": [{"role": "user", "content": "word " * 5000}]},
+            400,
+            "messages",
+            "maximum context length",
+        ),
+    ],
+)
+async def test_bad_requests_get_openai_errors(
+    sdk: openai.AsyncOpenAI, kwargs: dict, status: int, param: str, fragment: str
+) -> None:
+    body = {"model": MODEL, "messages": chat("hi"), "max_tokens": 4} | kwargs
+    with pytest.raises(openai.APIStatusError) as err:
+        await sdk.chat.completions.create(**body)
+    assert err.value.status_code == status
+    assert err.value.body["param"] == param
+    assert fragment in err.value.body["message"]
+    assert err.value.body["type"] == "invalid_request_error"
+
+
+async def test_malformed_and_oversized_bodies(live: LiveGateway) -> None:
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        broken = await http.post(
+            "/v1/chat/completions", content=b"{not json", headers={"content-type": "application/json"}
+        )
+        huge = await http.post(
+            "/v1/chat/completions", content=b"x" * 300_000, headers={"content-type": "application/json"}
+        )
+    assert broken.status_code == 400
+    assert broken.json()["error"]["type"] == "invalid_request_error"
+    assert huge.status_code == 413
+
+
+async def test_busy_and_missing_workers_get_retry_after(live: LiveGateway) -> None:
+    for worker in live.workers:
+        worker.mode = Mode.BUSY
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        body = {"model": MODEL, "messages": chat("hi"), "max_tokens": 2}
+        busy = await http.post("/v1/chat/completions", json=body)
+        for worker in live.workers:
+            await worker.stop()
+        await live.index.purge(live.workers[0].worker_id)
+        await live.index.purge(live.workers[1].worker_id)
+        await live.gateway.directory.refresh()
+        gone = await http.post("/v1/chat/completions", json=body)
+        health = await http.get("/health")
+    assert busy.status_code == 429
+    assert int(busy.headers["retry-after"]) >= 1
+    assert gone.status_code == 503
+    assert "retry-after" in gone.headers
+    assert health.status_code == 503
+
+
+async def test_a_client_disconnect_mid_stream_aborts_the_worker(live: LiveGateway) -> None:
+    for worker in live.workers:
+        worker.token_delay_s = 0.05
+    body = {"model": MODEL, "messages": chat("Tell a long story."), "max_tokens": 200, "stream": True}
+    async with (
+        httpx.AsyncClient(base_url=live.url) as http,
+        http.stream("POST", "/v1/chat/completions", json=body) as response,
+    ):
+        assert response.status_code == 200
+        lines = response.aiter_lines()
+        while not (await anext(lines)).startswith("data: {"):
+            pass
+    for _ in range(100):
+        if any(w.cancelled for w in live.workers):
+            break
+        await asyncio.sleep(0.02)
+    assert sum(len(w.cancelled) for w in live.workers) == 1
+    assert not any(w.served for w in live.workers)
+
+
+async def test_health_is_ok_with_workers(live: LiveGateway) -> None:
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        reply = await http.get("/health")
+    assert reply.status_code == 200
+    assert reply.json()["workers"] == 2
