@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from kvgate.gateway.api.app import create_app
+from kvgate.gateway.grpc_front import GatewayServicer
 from kvgate.gateway.prepare import Preparer
 from kvgate.gateway.routing import get_policy
 from kvgate.gateway.routing.router import Router
@@ -37,6 +38,16 @@ class Gateway:
     dispatcher: Dispatcher
     directory: WorkerDirectory
     router: Router
+
+    def grpc_servicer(self) -> GatewayServicer:
+        """The public gRPC service over the same services as the HTTP app."""
+        return GatewayServicer(
+            self.preparer,
+            self.generator,
+            self.dispatcher,
+            self.settings.model_name,
+            self.settings.limits.context_window,
+        )
 
 
 def build_gateway(

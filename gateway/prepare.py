@@ -29,6 +29,7 @@ class Generation:
     cache_key: str | None = None
     cache_hint: CacheHint | None = None
     default_max_tokens: int | None = None
+    client_salt: str = ""  # mixed into the tenant's salt: separates caches within a tenant, never across
 
 
 class Preparer:
@@ -38,6 +39,10 @@ class Preparer:
         self._settings = settings
         self._tokenizer = tokenizer
         self._salt = tenant_salt
+
+    @property
+    def chunk_size(self) -> int:
+        return self._settings.cache.chunk_size
 
     def check_model(self, model: str) -> None:
         if model != self._settings.model_name:
@@ -71,14 +76,15 @@ class Preparer:
             )
         sampling = self._sampling(generation, room)
         cache = self._settings.cache
-        root = cache.root(cache_salt=self._salt).digest()
+        salt = f"{self._salt}\x1f{generation.client_salt}" if generation.client_salt else self._salt
+        root = cache.root(cache_salt=salt).digest()
         return Job(
             request_id=uuid.uuid4().hex,
             token_ids=generation.prompt_ids,
             hashes=chunk_hashes(generation.prompt_ids, root, cache.chunk_size),
             sampling=sampling,
             request_key=uuid.uuid4().int & (2**64 - 1),
-            cache_salt=self._salt,
+            cache_salt=salt,
             cache_hint=generation.cache_hint,
             cache_key=generation.cache_key,
             deadline_s=time.monotonic() + limits.request_timeout_s,

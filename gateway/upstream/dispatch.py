@@ -79,6 +79,10 @@ class Dispatcher:
             job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
         )
 
+    def routable_count(self) -> int:
+        """Workers requests can be sent to now."""
+        return len(self._directory.live())
+
     def _routable(self, exclude: frozenset[WorkerId]) -> list[WorkerStatus]:
         workers = [w for w in self._directory.live() if w.info.worker_id not in exclude]
         if not workers:

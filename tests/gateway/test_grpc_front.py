@@ -1,0 +1,118 @@
+"""The public gRPC service, driven by a real grpc.aio client: streaming, cached tokens, deadlines,
+cancellation, errors as statuses, health and reflection."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+from kvgate.gateway.grpc_front import build_grpc_server
+from kvgate.proto import common_pb2, gateway_pb2, gateway_pb2_grpc
+from tests.gateway.conftest import MODEL, LiveGateway
+from tests.gateway.test_openai_api import LONG_SYSTEM
+from tests.support.scripted_worker import Mode
+
+
+@pytest.fixture
+async def channel(live: LiveGateway) -> AsyncIterator[grpc.aio.Channel]:
+    server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0")
+    await server.start()
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as chan:
+        yield chan
+    await server.stop(grace=None)
+
+
+def request(question: str, max_tokens: int = 4, model: str = MODEL) -> gateway_pb2.GatewayRequest:
+    chat = gateway_pb2.ChatMessages(
+        messages=[
+            gateway_pb2.ChatMessage(role="system", content=LONG_SYSTEM),
+            gateway_pb2.ChatMessage(role="user", content=question),
+        ]
+    )
+    return gateway_pb2.GatewayRequest(
+        model=model, chat=chat, sampling=common_pb2.SamplingParams(max_tokens=max_tokens)
+    )
+
+
+async def generate(channel: grpc.aio.Channel, req: gateway_pb2.GatewayRequest) -> list:
+    return [m async for m in gateway_pb2_grpc.KVGatewayStub(channel).Generate(req)]
+
+
+async def test_generate_streams_deltas_then_a_final_with_cached_tokens(channel: grpc.aio.Channel) -> None:
+    first = await generate(channel, request("one"))
+    second = await generate(channel, request("two"))
+    assert [m.WhichOneof("kind") for m in first][-1] == "final"
+    assert all(m.WhichOneof("kind") == "delta" for m in first[:-1])
+    assert sum(len(m.delta.token_ids) for m in first[:-1]) == 4
+    final = second[-1].final
+    assert final.usage.completion_tokens == 4
+    assert final.usage.prompt_tokens == 376  # 2 full chunks, both inside the shared system prompt
+    assert final.usage.cached_tokens == 2 * 128
+    assert final.route_reason == gateway_pb2.ROUTE_REASON_CACHE_HIT
+    assert final.worker_id == first[-1].final.worker_id
+
+
+async def test_route_is_a_dry_run(channel: grpc.aio.Channel) -> None:
+    stub = gateway_pb2_grpc.KVGatewayStub(channel)
+    await generate(channel, request("warm"))
+    decision = await stub.Route(request("other"))
+    assert decision.reason == gateway_pb2.ROUTE_REASON_CACHE_HIT
+    assert decision.matches[0].gpu_chunks == 2
+    assert decision.chunk_size == 128
+
+
+async def test_the_callers_deadline_is_honoured(live: LiveGateway, channel: grpc.aio.Channel) -> None:
+    for worker in live.workers:
+        worker.mode = Mode.STALL
+    start = time.monotonic()
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await gateway_pb2_grpc.KVGatewayStub(channel).Generate(request("x"), timeout=0.5).read()
+    assert err.value.code() is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert time.monotonic() - start < 3
+
+
+async def test_cancelling_the_call_aborts_the_worker(live: LiveGateway, channel: grpc.aio.Channel) -> None:
+    for worker in live.workers:
+        worker.token_delay_s = 0.05
+    call = gateway_pb2_grpc.KVGatewayStub(channel).Generate(request("long", max_tokens=200))
+    await call.read()
+    call.cancel()
+    for _ in range(100):
+        if any(w.cancelled for w in live.workers):
+            break
+        await asyncio.sleep(0.02)
+    assert sum(len(w.cancelled) for w in live.workers) == 1
+
+
+@pytest.mark.parametrize(
+    ("req", "code"),
+    [
+        (request("x", model="nope"), grpc.StatusCode.NOT_FOUND),
+        (gateway_pb2.GatewayRequest(model=MODEL), grpc.StatusCode.INVALID_ARGUMENT),
+        (request("x", max_tokens=100_000), grpc.StatusCode.INVALID_ARGUMENT),
+    ],
+)
+async def test_bad_requests_are_statuses_with_messages(
+    channel: grpc.aio.Channel, req: gateway_pb2.GatewayRequest, code: grpc.StatusCode
+) -> None:
+    with pytest.raises(grpc.aio.AioRpcError) as err:
+        await generate(channel, req)
+    assert err.value.code() is code
+    assert err.value.details()
+
+
+async def test_health_reflection_and_models(channel: grpc.aio.Channel) -> None:
+    health = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
+    assert health.status == health_pb2.HealthCheckResponse.SERVING
+    models = await gateway_pb2_grpc.KVGatewayStub(channel).ListModels(gateway_pb2.ListModelsRequest())
+    assert [(m.id, m.ready_workers) for m in models.models] == [(MODEL, 2)]
+    stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+    replies = stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]))
+    services = [s.name async for reply in replies for s in reply.list_services_response.service]
+    assert "kvgate.v1.KVGateway" in services

@@ -1,0 +1,87 @@
+"""``ModelConfig`` from HF ``config.json`` dicts (transformers 4 and 5 spellings) and from GGUF metadata."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from kvgate.workers.model import LlamaModel, ModelConfig, RopeScaling
+
+LLAMA = {
+    "model_type": "llama",
+    "vocab_size": 128256,
+    "hidden_size": 4096,
+    "intermediate_size": 14336,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "rms_norm_eps": 1e-5,
+    "max_position_embeddings": 131072,
+    "bos_token_id": 128000,
+    "eos_token_id": [128001, 128008, 128009],
+}
+LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192}  # fmt: skip
+
+
+def test_llama31_in_the_transformers_4_spelling() -> None:
+    config = ModelConfig.from_hf_config(
+        {**LLAMA, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", **LLAMA31_ROPE}}
+    )
+    assert (config.head_dim, config.num_kv_heads, config.rope_theta) == (128, 8, 500000.0)
+    assert config.rope_scaling == RopeScaling("llama3", 8.0, 1.0, 4.0, 8192)
+    assert config.eos_token_ids == (128001, 128008, 128009)
+    assert (config.qkv_bias, config.o_bias, config.tie_word_embeddings) == (False, False, False)
+
+
+def test_rope_parameters_in_the_transformers_5_spelling() -> None:
+    params = {"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0}
+    config = ModelConfig.from_hf_config({**LLAMA, "rope_parameters": params, "eos_token_id": 2})
+    assert (config.rope_theta, config.rope_scaling) == (1e6, RopeScaling("linear", factor=2.0))
+    assert config.eos_token_ids == (2,)
+
+
+def test_qwen2_has_qkv_biases_and_an_inactive_window() -> None:
+    qwen = {**LLAMA, "model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": False,
+            "tie_word_embeddings": True}  # fmt: skip
+    config = ModelConfig.from_hf_config(qwen)
+    assert (config.qkv_bias, config.o_bias, config.tie_word_embeddings) == (True, False, True)
+    assert config.max_position_embeddings == 131072
+
+
+def test_an_active_sliding_window_caps_the_context() -> None:
+    config = ModelConfig.from_hf_config({**LLAMA, "model_type": "mistral", "sliding_window": 4096})
+    assert config.max_position_embeddings == 4096
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"model_type": "gpt2"}, "model_type 'gpt2' is not supported"),
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "RoPE scaling 'yarn'"),
+        ({"num_key_value_heads": 5}, "must divide"),
+    ],
+)
+def test_unsupported_configs_are_rejected(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ModelConfig.from_hf_config({**LLAMA, **change})
+
+
+def test_freq_factors_must_cover_half_the_head() -> None:
+    with pytest.raises(ValueError, match="freq_factors"):
+        replace(ModelConfig.from_hf_config(LLAMA), rope_scaling=RopeScaling("factors", freq_factors=(1.0,)))
+
+
+@pytest.mark.slow
+def test_smollm2_config_from_gguf_metadata(smollm2: LlamaModel) -> None:
+    config = smollm2.config
+    assert config.architecture == "llama"
+    sizes = (config.vocab_size, config.hidden_size, config.intermediate_size, config.num_layers)
+    assert sizes == (49152, 576, 1536, 30)
+    assert (config.num_heads, config.num_kv_heads, config.head_dim) == (9, 3, 64)
+    assert (config.rope_theta, config.rope_scaling, config.max_position_embeddings) == (100000.0, None, 8192)
+    assert config.tie_word_embeddings  # the file has no output.weight
+    assert (config.bos_token_id, config.eos_token_ids) == (1, (2,))

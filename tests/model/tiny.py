@@ -1,0 +1,63 @@
+"""Tiny random-weight Hugging Face models of each supported family, saved as safetensors directories.
+
+Weights are drawn wider than ``transformers``' init (std 0.02 makes every logit nearly equal, so greedy
+ties would test rounding, not the model), and norms and biases are randomised too: with norms of 1 and
+biases of 0, a swapped norm or a dropped bias would go unnoticed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+
+COMMON = {
+    "vocab_size": 320,
+    "hidden_size": 64,
+    "intermediate_size": 96,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 512,
+    "rms_norm_eps": 1e-5,
+    "initializer_range": 0.15,
+    "bos_token_id": None,
+    "eos_token_id": None,
+    "pad_token_id": None,
+}
+LLAMA3_ROPE = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+               "original_max_position_embeddings": 64}  # fmt: skip
+
+# name -> (transformers config class, its arguments)
+VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
+    "llama-gqa": ("LlamaConfig", {"rope_parameters": {"rope_type": "default", "rope_theta": 10000.0}}),
+    "llama-mha-tied-linear-rope": ("LlamaConfig", {
+        "num_key_value_heads": 4, "tie_word_embeddings": True,
+        "rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0, "factor": 4.0},
+    }),
+    "llama3-rope-head-dim-32": ("LlamaConfig", {
+        "head_dim": 32, "rope_parameters": {**LLAMA3_ROPE, "rope_theta": 500000.0},
+    }),
+    "qwen2-biases-tied": ("Qwen2Config", {"tie_word_embeddings": True, "use_sliding_window": False}),
+    "mistral": ("MistralConfig", {"sliding_window": None}),
+}  # fmt: skip
+
+
+def save_tiny_model(variant: str, folder: Path, seed: int = 0) -> Any:
+    """Build the variant with random weights, save it to ``folder`` (config.json + model.safetensors)
+    and return the ``transformers`` model (fp32, eval mode)."""
+    import transformers
+
+    class_name, overrides = VARIANTS[variant]
+    config = getattr(transformers, class_name)(**{**COMMON, **overrides})
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("bias"):
+                param.normal_(0.0, 0.5)
+            elif "norm" in name:
+                param.uniform_(0.5, 1.5)
+    model.save_pretrained(folder)
+    return model

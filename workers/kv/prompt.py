@@ -1,0 +1,63 @@
+"""A prompt as the block manager sees it: token ids plus the block and chunk hashes it is keyed by."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvgate.proto.fingerprint import DEFAULT_BLOCK_SIZE
+from kvgate.proto.hashing import DEFAULT_CHUNK_SIZE, HashRoot, TokenIds, as_token_array, chunk_hashes
+from kvgate.proto.ids import ChunkHash
+from kvgate.workers.kv.block import BlockKey
+from kvgate.workers.kv.types import BlockHash
+
+
+@dataclass(frozen=True, slots=True)
+class Prompt:
+    """The tokens a sequence starts from (a prompt, or a preempted sequence's prompt plus output).
+
+    ``token_ids``: 1-D little-endian uint32 array. ``root``: the request's root digest
+    (``HashRoot.digest()``: deployment secret, model, adapter, cache salt). ``block_hashes[i]`` is
+    ``chunk_hashes(token_ids, root, block_size)[i]`` for every full block and ``chunk_hashes[j]``
+    the gateway's ``chunk_hashes(token_ids, root, chunk_size)[j]`` for every full chunk. :meth:`build`
+    computes them; a hand-made Prompt with other hashes is accepted (tests force collisions that way)
+    because the manager verifies token ids and never trusts a hash for correctness.
+    """
+
+    token_ids: np.ndarray
+    root: ChunkHash
+    block_hashes: tuple[BlockHash, ...]
+    chunk_hashes: tuple[ChunkHash, ...]
+
+    @classmethod
+    def build(
+        cls,
+        token_ids: TokenIds,
+        root: HashRoot | ChunkHash,
+        *,
+        block_size: int = DEFAULT_BLOCK_SIZE,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+    ) -> Prompt:
+        """Hashes ``token_ids`` at block and at chunk granularity from the same root (pure)."""
+        ids = as_token_array(token_ids)
+        digest = root.digest() if isinstance(root, HashRoot) else root
+        blocks = tuple(BlockHash(h) for h in chunk_hashes(ids, digest, block_size))
+        return cls(ids, digest, blocks, tuple(chunk_hashes(ids, digest, chunk_size)))
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    def block_key(self, index: int, block_size: int) -> BlockKey:
+        """The key full block ``index`` must match to be reused (pure)."""
+        parent = self.block_hashes[index - 1] if index else self.root
+        tokens = self.token_ids[index * block_size : (index + 1) * block_size].tobytes()
+        return BlockKey(self.block_hashes[index], parent, tokens)
+
+    def check(self, block_size: int, chunk_size: int) -> None:
+        """Raises ValueError unless the prompt is non-empty and has one hash per full block / chunk."""
+        n = len(self)
+        if n == 0:
+            raise ValueError("a prompt needs at least one token")
+        if len(self.block_hashes) != n // block_size or len(self.chunk_hashes) != n // chunk_size:
+            raise ValueError(f"{n} tokens need {n // block_size} block and {n // chunk_size} chunk hashes")
