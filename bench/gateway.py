@@ -114,7 +114,9 @@ async def overhead(redis_url: str, iterations: int) -> dict:
     for name, index in backends.items():
         await populate(index, chains)
         workers = await index.workers()
-        router = Router(index, get_policy("kvgate"), get_policy("least_loaded"), CACHE.chunk_size, 2.0)
+        router = Router(
+            index, get_policy("kvgate"), get_policy("least_loaded"), CACHE.chunk_size, 2.0, SystemClock()
+        )
         for n in PROMPTS:
             log(f"  overhead: {name}, {n} tokens")
             route = router.route

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
+from kvgate.clock import Clock, SystemClock
 from kvgate.gateway.api.app import create_app
 from kvgate.gateway.grpc_front import GatewayServicer
 from kvgate.gateway.prepare import Preparer
@@ -51,9 +52,15 @@ class Gateway:
 
 
 def build_gateway(
-    settings: GatewaySettings, index: PrefixIndex, tokenizer: Tokenizer, refresh_s: float = 1.0
+    settings: GatewaySettings,
+    index: PrefixIndex,
+    tokenizer: Tokenizer,
+    refresh_s: float = 1.0,
+    clock: Clock | None = None,
 ) -> Gateway:
-    """Wires a gateway over ``index`` (owned by the caller, who closes it)."""
+    """Wires a gateway over ``index`` (owned by the caller, who closes it); ``clock`` is the
+    index's (wall) clock."""
+    clock = clock or SystemClock()
     directory = WorkerDirectory(index, settings.cache.fingerprint(), refresh_s)
     router = Router(
         index,
@@ -61,6 +68,7 @@ def build_gateway(
         get_policy("least_loaded", settings.routing),
         settings.cache.chunk_size,
         settings.index.pending_ttl_s,
+        clock,
     )
     channels = ChannelPool()
     dispatcher = Dispatcher(directory, router, channels, index, settings.max_attempts)
@@ -77,6 +85,7 @@ def build_gateway(
             discovery.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await discovery
+            await router.drain()
             await channels.close()
 
     app = create_app(settings, preparer, generator, dispatcher, directory, lifespan)

@@ -93,10 +93,11 @@ class Preparer:
     def _sampling(self, generation: Generation, room: int) -> SamplingParams:
         limits = self._settings.limits
         fields = {k: v for k, v in generation.sampling.items() if v is not None}
-        wanted = fields.pop("max_tokens", None) or min(generation.default_max_tokens or room, room)
-        if wanted > min(room, limits.max_output_tokens):
+        cap = min(room, limits.max_output_tokens)
+        wanted = fields.pop("max_tokens", None) or min(generation.default_max_tokens or cap, cap)
+        if wanted > cap:
             raise bad_request(
-                f"max_tokens is {wanted}, but at most {min(room, limits.max_output_tokens)} fit "
+                f"max_tokens is {wanted}, but at most {cap} fit "
                 f"(context window {limits.context_window}, prompt {len(generation.prompt_ids)}, "
                 f"output limit {limits.max_output_tokens})",
                 "max_tokens",

@@ -30,7 +30,7 @@ class RoutingConfig:
     kv_pressure_threshold: float = 0.9
     kv_pressure_penalty: float = 1.0
     hot_spot_factor: float = 2.0
-    hot_spot_floor_s: float = 2.0
+    hot_spot_floor_s: float = 10.0
     cache_threshold: float = 0.5
     balance_abs_threshold: int = 32
     balance_rel_threshold: float = 1.5

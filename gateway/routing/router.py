@@ -7,12 +7,13 @@ and when the index is unavailable the request is routed by load alone (reason FA
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
-from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from kvgate.clock import Clock
 from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.local_pending import LocalPending
 from kvgate.gateway.routing.types import Candidate, RouteDecision, RouteReason, RouteRequest, RoutingPolicy
@@ -28,6 +29,7 @@ class Routed:
     decision: RouteDecision
     lookup: LookupResult | None
     num_chunks: int
+    ticket: int = 0  # identifies the decision's in-flight record (0: none, a preview)
 
     @property
     def degraded(self) -> bool:
@@ -36,7 +38,9 @@ class Routed:
 
 class Router:
     """Routes requests; remembers the uncached prompt tokens it sent to each worker until
-    :meth:`prefill_done`, so a burst between two heartbeats is not all sent to one "idle" worker."""
+    :meth:`prefill_done`, so a burst between two heartbeats is not all sent to one "idle" worker.
+    Only what was routed after a worker's last heartbeat counts on top of that heartbeat's queue:
+    anything older is in the queue the worker reported already."""
 
     def __init__(
         self,
@@ -45,14 +49,18 @@ class Router:
         fallback: RoutingPolicy,
         chunk_size: int,
         pending_ttl_s: float,
+        clock: Clock,
     ) -> None:
         self._index = index
-        self._local = LocalPending(pending_ttl_s)
+        self._clock = clock
+        self._local = LocalPending(pending_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
         self._policy = policy
         self._fallback = fallback
         self._chunk_size = chunk_size
         self._seq = itertools.count()
-        self._inflight: Counter[WorkerId] = Counter()
+        self._tickets = itertools.count(1)
+        self._inflight: dict[WorkerId, dict[int, tuple[int, int]]] = {}  # ticket -> (routed at ms, tokens)
+        self._writes: set[asyncio.Task[None]] = set()  # pending-entry writes still in flight
 
     async def route(
         self,
@@ -62,14 +70,26 @@ class Router:
         request_key: int,
         cache_key: str | None = None,
     ) -> Routed:
-        """Chooses a worker among ``workers`` (non-empty) and records the choice: pending entries
-        in the index for the prompt's chunks, and the in-flight tokens. Mutates this router."""
+        """Chooses a worker among ``workers`` (non-empty) and records the choice: the in-flight
+        tokens and a local pending record at once, the index's pending entries in the background
+        (off the request's path: this gateway already follows its own record, other gateways
+        see the entries a round trip later). Mutates this router."""
         routed = await self.preview(hashes, prompt_tokens, workers, request_key, cache_key)
         decision = routed.decision
-        self._inflight[decision.worker_id] += prompt_tokens - decision.predicted_cached_tokens
+        ticket = next(self._tickets)
+        uncached = prompt_tokens - decision.predicted_cached_tokens
+        self._inflight.setdefault(decision.worker_id, {})[ticket] = (self._clock.now_ms(), uncached)
         self._local.record(hashes, decision.worker_id)
-        await self._mark_pending(hashes, decision.worker_id, not routed.degraded)
-        return routed
+        if not routed.degraded and hashes:
+            task = asyncio.create_task(self._mark_pending(list(hashes), decision.worker_id))
+            self._writes.add(task)
+            task.add_done_callback(self._writes.discard)
+        return replace(routed, ticket=ticket)
+
+    async def drain(self) -> None:
+        """Waits for the pending-entry writes in flight (on shutdown, and in tests)."""
+        while self._writes:
+            await asyncio.gather(*self._writes)
 
     async def preview(
         self,
@@ -90,16 +110,18 @@ class Router:
             return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes))
         return Routed(self._policy.choose(request), lookup, len(hashes))
 
-    def prefill_done(self, decision: RouteDecision, prompt_tokens: int) -> None:
+    def prefill_done(self, routed: Routed) -> None:
         """The request's prefill finished (or the request failed): its tokens stop counting as in
-        flight. Call exactly once per routed request, with the values :meth:`route` used."""
-        worker = decision.worker_id
-        self._inflight[worker] -= prompt_tokens - decision.predicted_cached_tokens
-        if self._inflight[worker] <= 0:
-            del self._inflight[worker]
+        flight. Idempotent."""
+        entries = self._inflight.get(routed.decision.worker_id, {})
+        entries.pop(routed.ticket, None)
+        if not entries:
+            self._inflight.pop(routed.decision.worker_id, None)
 
-    def inflight_tokens(self, worker_id: WorkerId) -> int:
-        return self._inflight[worker_id]
+    def inflight_tokens(self, worker_id: WorkerId, since_ms: int = -1) -> int:
+        """Uncached prompt tokens routed to ``worker_id`` after ``since_ms`` and not yet prefilled."""
+        entries = self._inflight.get(worker_id, {}).values()
+        return sum(tokens for routed_at, tokens in entries if routed_at > since_ms)
 
     async def _lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult | None:
         try:
@@ -107,9 +129,7 @@ class Router:
         except IndexUnavailableError:
             return None
 
-    async def _mark_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId, index_up: bool) -> None:
-        if not (index_up and hashes):
-            return
+    async def _mark_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
         with contextlib.suppress(IndexUnavailableError):  # a lost hint costs a scattered burst at most
             await self._index.add_pending(hashes, worker_id)
 
@@ -125,7 +145,10 @@ class Router:
         ids = sorted(w.info.worker_id for w in workers)
         by_id = {w.info.worker_id: w for w in workers}
         candidates = tuple(
-            Candidate(wid, by_id[wid].load, matches.get(wid), self._inflight[wid]) for wid in ids
+            Candidate(
+                wid, by_id[wid].load, matches.get(wid), self.inflight_tokens(wid, by_id[wid].heartbeat_at_ms)
+            )
+            for wid in ids
         )
         home = home_worker(cache_key, ids) if cache_key else None
         return RouteRequest(prompt_tokens, self._chunk_size, candidates, next(self._seq), request_key, home)

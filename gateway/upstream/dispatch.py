@@ -135,7 +135,7 @@ class Dispatcher:
             call.cancel()  # no-op when finished; aborts the worker's sequence when the client left
 
     def _close_prefill(self, routed: Routed, job: Job) -> bool:
-        self._router.prefill_done(routed.decision, job.prompt_tokens)
+        self._router.prefill_done(routed)
         return False
 
     def _info(self, worker_id: WorkerId) -> WorkerInfo:

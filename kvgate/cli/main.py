@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kvgate.cli import fingerprint_cmd, hash_cmd, index_cmd, version_cmd
+from kvgate.cli import explain_cmd, fingerprint_cmd, hash_cmd, index_cmd, simulate_cmd, version_cmd
 
 # name -> module exposing ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``
 COMMANDS = {
@@ -14,6 +14,8 @@ COMMANDS = {
     "fingerprint": fingerprint_cmd,
     "hash": hash_cmd,
     "index": index_cmd,
+    "simulate": simulate_cmd,
+    "explain": explain_cmd,
 }
 
 

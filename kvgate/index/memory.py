@@ -93,7 +93,7 @@ class MemoryPrefixIndex:
     async def workers(self) -> list[WorkerStatus]:
         now = self._clock.now_ms()
         return [
-            WorkerStatus(w.info, w.load, w.heartbeat_expires_ms)
+            WorkerStatus(w.info, w.load, w.heartbeat_expires_ms, w.heartbeat_expires_ms - self._ttl_ms)
             for wid, w in sorted(self._workers.items())
             if self._is_live(w, now)
         ]
@@ -221,7 +221,11 @@ class MemoryPrefixIndex:
         return worker.live and worker.heartbeat_expires_ms > now
 
     def _heartbeat_deadline(self) -> int:
-        return self._clock.now_ms() + round(self._settings.heartbeat_ttl_s * 1000)
+        return self._clock.now_ms() + self._ttl_ms
+
+    @property
+    def _ttl_ms(self) -> int:
+        return round(self._settings.heartbeat_ttl_s * 1000)
 
     def _after_writes(self, count: int) -> None:
         """Sweeps expired entries once the writes since the last sweep exceed what that sweep left

@@ -97,9 +97,10 @@ class RedisPrefixIndex:
         pipe.hgetall(f"{self._ns}:load")
         pipe.zrangebyscore(f"{self._ns}:live", f"({self._clock.now_ms()}", "+inf", withscores=True)
         infos, loads, live = await self._bounded(pipe.execute())
+        ttl_ms = round(self._settings.heartbeat_ttl_s * 1000)
         return [
-            WorkerStatus(decode_info(infos[wid]), decode_load(loads.get(wid)), int(deadline))
-            for wid, deadline in sorted(live)
+            WorkerStatus(decode_info(infos[wid]), decode_load(loads.get(wid)), int(d), int(d) - ttl_ms)
+            for wid, d in sorted(live)
             if wid in infos
         ]
 

@@ -88,8 +88,10 @@ class ApplyResult:
 
 @dataclass(frozen=True, slots=True)
 class WorkerStatus:
-    """A live worker as the index sees it: registration, last load figures, heartbeat deadline."""
+    """A live worker as the index sees it: registration, the load figures of its last heartbeat
+    (sent at ``heartbeat_at_ms``), and when it drops out unless it heartbeats again."""
 
     info: WorkerInfo
     load: WorkerLoad
     heartbeat_expires_ms: int
+    heartbeat_at_ms: int

@@ -53,7 +53,9 @@ async def cluster() -> AsyncIterator[Cluster]:
     workers = [await ScriptedWorker(WorkerId(f"w{i}"), CONFIG, index).start() for i in range(3)]
     directory = WorkerDirectory(index, CONFIG.fingerprint())
     await directory.refresh()
-    router = Router(index, get_policy("kvgate"), get_policy("least_loaded"), CONFIG.chunk_size, 2.0)
+    router = Router(
+        index, get_policy("kvgate"), get_policy("least_loaded"), CONFIG.chunk_size, 2.0, SystemClock()
+    )
     channels = ChannelPool()
     yield Cluster(workers, Dispatcher(directory, router, channels, index), directory, index, channels)
     await channels.close()

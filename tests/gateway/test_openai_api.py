@@ -61,6 +61,11 @@ async def test_streamed_chat_assembles_and_reports_usage_last(sdk: openai.AsyncO
     assert isinstance(text, str)
 
 
+async def test_a_chat_without_max_tokens_gets_the_room_left(sdk: openai.AsyncOpenAI) -> None:
+    reply = await sdk.chat.completions.create(model=MODEL, messages=chat("Go on."))
+    assert reply.usage.completion_tokens == 512  # the output limit (the context has more room)
+
+
 async def test_completions_stream_and_not(sdk: openai.AsyncOpenAI) -> None:
     plain = await sdk.completions.create(model=MODEL, prompt="Once upon a time", max_tokens=3)
     assert plain.usage.completion_tokens == 3

@@ -46,7 +46,7 @@ def prompt(seed: int, tokens: int) -> np.ndarray:
 
 
 def router_for(index: PrefixIndex) -> Router:
-    return Router(index, get_policy("kvgate"), get_policy("least_loaded"), chunk_size=128, pending_ttl_s=2)
+    return Router(index, get_policy("kvgate"), get_policy("least_loaded"), 128, 2, SystemClock())
 
 
 async def test_a_burst_of_one_new_prefix_lands_on_one_worker_while_other_load_spreads(
@@ -84,7 +84,8 @@ async def test_inflight_tokens_are_counted_until_prefill_is_done(index: PrefixIn
     second = await router.route(chunk_hashes(prompt(2, 2048), ROOT), 2048, workers, request_key=0)
     assert second.decision.worker_id != busy  # the first one's prefill is still queued there
 
-    router.prefill_done(first.decision, 2048)
+    router.prefill_done(first)
+    router.prefill_done(first)  # idempotent
     assert router.inflight_tokens(busy) == 0
 
 
@@ -94,7 +95,7 @@ async def test_an_unavailable_index_falls_back_to_load(index: PrefixIndex) -> No
     down = RedisPrefixIndex(
         redis_client(f"redis://127.0.0.1:{free_port()}/0", settings), settings, SystemClock()
     )
-    router = Router(down, get_policy("kvgate"), get_policy("least_loaded"), chunk_size=128, pending_ttl_s=2)
+    router = Router(down, get_policy("kvgate"), get_policy("least_loaded"), 128, 2, SystemClock())
     routed = [await router.route(chunk_hashes(prompt(0, 1024), ROOT), 1024, workers, i) for i in range(4)]
     assert all(r.degraded and r.decision.reason is RouteReason.FALLBACK for r in routed)
     assert all(r.decision.predicted_cached_tokens == 0 for r in routed)

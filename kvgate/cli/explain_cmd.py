@@ -1,0 +1,70 @@
+"""``kvgate explain``: where a running gateway would route a request, and why (its /v1/route)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HELP = "show the routing decision a gateway would make for a prompt or chat (dry run)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", default="http://127.0.0.1:8000", help="the gateway's HTTP address")
+    parser.add_argument("--model", required=True)
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompt", help="a completion prompt ('-' reads stdin)")
+    source.add_argument("--messages", type=Path, help="a JSON file with an OpenAI messages list")
+    parser.add_argument("--prompt-cache-key")
+    parser.add_argument("--json", action="store_true", help="print the raw answer")
+
+
+def _body(args: argparse.Namespace) -> dict[str, Any]:
+    body: dict[str, Any] = {"model": args.model}
+    if args.messages is not None:
+        body["messages"] = json.loads(args.messages.read_text())
+    else:
+        body["prompt"] = sys.stdin.read() if args.prompt == "-" else args.prompt
+    if args.prompt_cache_key:
+        body["prompt_cache_key"] = args.prompt_cache_key
+    return body
+
+
+def render(answer: dict[str, Any]) -> str:
+    """A human-readable view of a /v1/route answer."""
+    degraded = " (index degraded: load-based fallback)" if answer["index_degraded"] else ""
+    lines = [
+        f"prompt: {answer['prompt_tokens']} tokens, {answer['full_chunks']} full chunks of "
+        f"{answer['chunk_size']}{degraded}",
+        f"chosen: {answer['chosen_worker']}  reason: {answer['reason']}  "
+        f"predicted cached tokens: {answer['predicted_cached_tokens']}",
+        f"{'worker':<24}{'matched':>8}{'gpu':>6}{'cpu':>6}{'pending':>9}",
+    ]
+    for m in answer["matches"]:
+        lines.append(
+            f"{m['worker']:<24}{m['matched_chunks']:>8}{m['gpu_chunks']:>6}{m['cpu_chunks']:>6}"
+            f"{m['pending_chunks']:>9}"
+        )
+    if not answer["matches"]:
+        lines.append("(no worker holds any chunk of this prompt)")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        reply = httpx.post(f"{args.url.rstrip('/')}/v1/route", json=_body(args), timeout=30)
+    except httpx.HTTPError as exc:
+        print(f"kvgate explain: cannot reach {args.url}: {exc}", file=sys.stderr)
+        return 1
+    if reply.status_code != 200:
+        print(
+            f"kvgate explain: {reply.status_code}: {reply.json().get('error', {}).get('message')}",
+            file=sys.stderr,
+        )
+        return 1
+    print(json.dumps(reply.json(), indent=2) if args.json else render(reply.json()))
+    return 0

@@ -1,0 +1,196 @@
+"""The event-driven replay of one policy: arrivals, prefills, decodes and heartbeats in time order.
+
+Simulated time moves from event to event (a heap of ``(time, kind, tie)``; nothing ticks per ms) and
+drives a :class:`ManualClock` that the real index and every expiry read. Per event:
+
+- **arrival**: the gateway's step, by the gateway's code -- live workers from the index, then
+  :meth:`Router.route` (index lookup, the policy, pending entries, in-flight tokens); the request joins
+  the chosen worker's FIFO queue.
+- **prefill done** (first token): the worker stores the prompt's chunks and publishes the changes as the
+  next numbered :class:`EventBatch`, applied to the index at once; the router is told
+  (:meth:`Router.prefill_done`, as the dispatcher does at the first token); TTFT is recorded; the next
+  queued prefill starts.
+- **decode done**: the request's KV stops being in use.
+- **heartbeat** (per worker, every ``heartbeat_s``, staggered): TTL sweep (evictions published), then
+  the load figures go to the index.
+
+Events at one instant run in the order prefill done, decode done, heartbeat, arrival.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from enum import IntEnum
+
+import xxhash
+
+from kvgate.clock import ManualClock
+from kvgate.gateway.routing.router import Routed, Router
+from kvgate.gateway.routing.types import RoutingPolicy
+from kvgate.index import IndexSettings, MemoryPrefixIndex
+from kvgate.proto.ids import WorkerId
+from kvgate.sim.results import PolicyResult, RequestRecord, summarize
+from kvgate.sim.settings import SimSettings
+from kvgate.sim.timing import TimeModel
+from kvgate.sim.worker import SimJob, SimWorker
+from kvgate.sim.workload import Workload
+
+Progress = Callable[[int, int, float], None]  # (requests routed, total, simulated seconds)
+PROGRESS_EVERY = 250
+
+
+class _Kind(IntEnum):
+    PREFILL_DONE = 0
+    DECODE_DONE = 1
+    HEARTBEAT = 2
+    ARRIVAL = 3
+
+
+class ClusterSim:
+    """One policy over one workload; :meth:`run` once."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        settings: SimSettings,
+        policy: RoutingPolicy,
+        fallback: RoutingPolicy,
+        progress: Progress | None = None,
+    ) -> None:
+        self._workload = workload
+        self._settings = settings
+        self._clock = ManualClock()
+        self._start_ms = self._clock.now_ms()
+        index_settings = IndexSettings()
+        if settings.heartbeat_s >= index_settings.heartbeat_ttl_s:
+            raise ValueError(
+                f"heartbeat_s must be below the index's heartbeat TTL ({index_settings.heartbeat_ttl_s} s)"
+            )
+        self._index = MemoryPrefixIndex(index_settings, self._clock)
+        # The router runs on the simulated clock: its local pending record and in-flight accounting
+        # age with simulated time, as they would with real time in a gateway.
+        pending_ttl_s = index_settings.pending_ttl_s
+        self._router = Router(self._index, policy, fallback, settings.chunk_size, pending_ttl_s, self._clock)
+        self._routed: dict[int, Routed] = {}  # request -> its routing decision, until prefill is done
+        timing = TimeModel.of(settings)
+        self._workers = [SimWorker(WorkerId(f"w{i:03d}"), settings, timing) for i in range(settings.workers)]
+        self._by_id = {w.worker_id: i for i, w in enumerate(self._workers)}
+        self._timing = timing
+        self._events: list[tuple[float, int, int, int]] = []  # (time, kind, tie, request or worker)
+        self._tie = itertools.count()
+        self._records: list[RequestRecord | None] = [None] * len(workload.requests)
+        self._decoding: dict[int, SimJob] = {}
+        self._busy = 0  # requests not finished yet (heartbeats stop at 0)
+        self._progress = progress
+
+    async def run(self) -> PolicyResult:
+        """Replays the whole workload; returns the policy's numbers. Call once."""
+        began = time.perf_counter()
+        await self._start()
+        routed = 0
+        while self._events:
+            now_s, kind, _, payload = heapq.heappop(self._events)
+            self._move_clock(now_s)
+            await self._handle(_Kind(kind), now_s, payload)
+            if kind == _Kind.ARRIVAL:
+                routed += 1
+                if self._progress and routed % PROGRESS_EVERY == 0:
+                    self._progress(routed, len(self._records), now_s)
+        return summarize(
+            self.records,
+            [w.computed_tokens for w in self._workers],
+            [w.cache.counters for w in self._workers],
+            time.perf_counter() - began,
+        )
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        """The finished requests' records, in arrival order."""
+        return [r for r in self._records if r is not None]
+
+    async def _start(self) -> None:
+        for i, worker in enumerate(self._workers):
+            await self._index.register(worker.info, worker.load(0.0))
+            self._push(self._settings.heartbeat_s * (i + 1) / len(self._workers), _Kind.HEARTBEAT, i)
+        for i, arrival_s in enumerate(self._workload.arrivals_s(self._settings.speed)):
+            self._push(arrival_s, _Kind.ARRIVAL, i)
+            self._busy += 1
+
+    async def _handle(self, kind: _Kind, now_s: float, payload: int) -> None:
+        """``payload`` is the request's index for arrivals and decodes, the worker's otherwise."""
+        if kind is _Kind.ARRIVAL:
+            await self._arrive(payload, now_s)
+        elif kind is _Kind.PREFILL_DONE:
+            await self._prefill_done(payload, now_s)
+        elif kind is _Kind.DECODE_DONE:
+            job = self._decoding.pop(payload)
+            self._workers[self._by_id[job.decision.worker_id]].finish_decode(job)
+            self._busy -= 1
+        else:
+            await self._heartbeat(payload, now_s)
+
+    async def _arrive(self, i: int, now_s: float) -> None:
+        request = self._workload.requests[i]
+        hashes = self._workload.hashes[i]
+        live = await self._index.workers()
+        routed = await self._router.route(hashes, request.input_length, live, self._request_key(i))
+        await self._router.drain()  # the index's pending entries land before the next event
+        self._routed[i] = routed
+        job = SimJob(i, now_s, request.input_length, request.output_length, hashes, routed.decision)
+        worker_index = self._by_id[routed.decision.worker_id]
+        self._workers[worker_index].enqueue(job, self._clock.now_ms())
+        self._start_prefill(worker_index, now_s)
+
+    def _start_prefill(self, worker_index: int, now_s: float) -> None:
+        end_s = self._workers[worker_index].start_next(now_s, self._clock.now_ms())
+        if end_s is not None:
+            self._push(end_s, _Kind.PREFILL_DONE, worker_index)
+
+    async def _prefill_done(self, worker_index: int, now_s: float) -> None:
+        worker = self._workers[worker_index]
+        job, batch = worker.finish_prefill(self._clock.now_ms())
+        result = await self._index.apply(batch)
+        if not result.ok:
+            raise RuntimeError(f"{worker.worker_id}: the index refused batch {batch.seq}: {result.status}")
+        self._router.prefill_done(self._routed.pop(job.index))
+        self._records[job.index] = _record(job, worker_index, now_s)
+        self._decoding[job.index] = job
+        self._push(now_s + self._timing.decode_s(job.output_tokens), _Kind.DECODE_DONE, job.index)
+        self._start_prefill(worker_index, now_s)
+
+    async def _heartbeat(self, i: int, now_s: float) -> None:
+        worker = self._workers[i]
+        batch = worker.expire(self._clock.now_ms())
+        if batch is not None and not (await self._index.apply(batch)).ok:
+            raise RuntimeError(f"{worker.worker_id}: the index refused expiry batch {batch.seq}")
+        await self._index.heartbeat(worker.worker_id, worker.info.epoch, worker.load(now_s))
+        if self._busy > 0:
+            self._push(now_s + self._settings.heartbeat_s, _Kind.HEARTBEAT, i)
+
+    def _push(self, at_s: float, kind: _Kind, payload: int) -> None:
+        heapq.heappush(self._events, (at_s, int(kind), next(self._tie), payload))
+
+    def _move_clock(self, now_s: float) -> None:
+        target_ms = self._start_ms + round(now_s * 1000)
+        if target_ms > self._clock.now_ms():
+            self._clock.advance((target_ms - self._clock.now_ms()) / 1000)
+
+    def _request_key(self, i: int) -> int:
+        return xxhash.xxh3_64_intdigest(f"{self._settings.seed}/{i}".encode())
+
+
+def _record(job: SimJob, worker: int, now_s: float) -> RequestRecord:
+    return RequestRecord(
+        worker=worker,
+        prompt_tokens=job.prompt_tokens,
+        cached_tokens=job.cached_tokens,
+        swapped_tokens=job.swapped_tokens,
+        predicted_cached_tokens=job.decision.predicted_cached_tokens,
+        ttft_s=now_s - job.arrival_s,
+        queue_s=job.start_s - job.arrival_s,
+        reason=job.decision.reason.value,
+        estimated_ttft_s=job.decision.estimated_ttft_s,
+    )

@@ -1,0 +1,137 @@
+"""One simulated worker: a prefill queue, a prefix cache, and what it tells the index.
+
+Life of a request on a worker (the event loop in :mod:`kvgate.sim.engine` calls these in order):
+``enqueue`` -> ``start_next`` (when the worker is free: the cache is matched now, which fixes the
+cached tokens and the prefill time) -> ``finish_prefill`` (first token: every chunk of the prompt is
+stored, and the changes go out as one :class:`EventBatch`) -> ``finish_decode``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from kvgate.gateway.routing.types import RouteDecision
+from kvgate.proto.events import EventBatch, KVEvent
+from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
+from kvgate.proto.workers import WorkerInfo, WorkerLoad
+from kvgate.sim.kvcache import TieredChunkCache
+from kvgate.sim.settings import KV_BLOCK_TOKENS, SimSettings
+from kvgate.sim.timing import TimeModel
+
+SIM_FINGERPRINT = "kvgate-sim"
+
+
+@dataclass(slots=True)
+class SimJob:
+    """A request routed to a worker. ``expected_computed`` is the worker's own estimate at enqueue
+    time (for its load figures); ``cached_tokens`` / ``swapped_tokens`` are fixed when prefill starts."""
+
+    index: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    hashes: Sequence[ChunkHash]
+    decision: RouteDecision
+    expected_computed: int = 0
+    start_s: float = 0.0
+    cached_tokens: int = 0
+    swapped_tokens: int = 0
+
+    @property
+    def computed_tokens(self) -> int:
+        return self.prompt_tokens - self.cached_tokens
+
+
+class SimWorker:
+    """Mutable state of one worker; one incarnation (epoch 1) for the whole run."""
+
+    def __init__(self, worker_id: WorkerId, settings: SimSettings, timing: TimeModel) -> None:
+        self.info = WorkerInfo(worker_id, Epoch(1), f"sim:{worker_id}", SIM_FINGERPRINT, "kvgate-sim")
+        self.cache = TieredChunkCache.for_workers(settings)
+        self._chunk_size = settings.chunk_size
+        self._timing = timing
+        self._queue: deque[SimJob] = deque()
+        self.current: SimJob | None = None
+        self._prefill_end_s = 0.0
+        self._decoding = 0
+        self._active_tokens = 0  # KV of sequences in prefill or decode
+        self._seq = 0
+        self.computed_tokens = 0  # tokens prefilled here so far (the imbalance measure)
+
+    @property
+    def worker_id(self) -> WorkerId:
+        return self.info.worker_id
+
+    def enqueue(self, job: SimJob, now_ms: int) -> None:
+        """Queues ``job`` behind the others (FIFO)."""
+        cached = self._cached_tokens(self.cache.match(job.hashes, now_ms), job.prompt_tokens)
+        job.expected_computed = job.prompt_tokens - cached
+        self._queue.append(job)
+
+    def start_next(self, now_s: float, now_ms: int) -> float | None:
+        """Starts the next queued prefill if the worker is free; returns when it ends (None: nothing
+        started). The cache is matched now: what the worker holds at prefill time is what it reuses."""
+        if self.current is not None or not self._queue:
+            return None
+        job = self._queue.popleft()
+        tiers = self.cache.match(job.hashes, now_ms)
+        job.cached_tokens = self._cached_tokens(tiers, job.prompt_tokens)
+        cpu_tokens = tiers.count(Tier.CPU.value) * self._chunk_size
+        job.swapped_tokens = min(cpu_tokens, job.cached_tokens)
+        job.start_s = now_s
+        self.current = job
+        self._active_tokens += job.prompt_tokens
+        self._prefill_end_s = now_s + self._timing.prefill_s(job.computed_tokens, job.swapped_tokens)
+        return self._prefill_end_s
+
+    def finish_prefill(self, now_ms: int) -> tuple[SimJob, EventBatch]:
+        """Ends the current prefill: its chunks are stored (events in the returned batch) and the
+        request starts decoding."""
+        job = self.current
+        if job is None:
+            raise RuntimeError(f"{self.worker_id}: no prefill is running")
+        self.current = None
+        self.computed_tokens += job.computed_tokens
+        self._decoding += 1
+        self._active_tokens += job.output_tokens
+        return job, self.batch(self.cache.store(job.hashes, now_ms))
+
+    def finish_decode(self, job: SimJob) -> None:
+        """The request generated its last token: its KV stops being in use."""
+        self._decoding -= 1
+        self._active_tokens -= job.prompt_tokens + job.output_tokens
+
+    def expire(self, now_ms: int) -> EventBatch | None:
+        """The engine's periodic TTL sweep; the batch of evictions, None when nothing expired."""
+        events = self.cache.expire(now_ms)
+        return self.batch(events) if events else None
+
+    def batch(self, events: list[KVEvent]) -> EventBatch:
+        """``events`` as the next numbered batch of this incarnation."""
+        self._seq += 1
+        return EventBatch(self.worker_id, self.info.epoch, SeqNo(self._seq), tuple(events))
+
+    def load(self, now_s: float) -> WorkerLoad:
+        """The heartbeat's load figures. KV in use is the active sequences' (cached chunks not in use
+        count as free, as the engine reports them: they are evictable)."""
+        waiting = sum(job.expected_computed for job in self._queue)
+        if self.current is not None:
+            remaining = round(max(self._prefill_end_s - now_s, 0.0) * self._timing.prefill_tokens_per_s)
+            waiting += min(remaining, self.current.computed_tokens)
+        total = self.cache.gpu_chunks * self._chunk_size // KV_BLOCK_TOKENS
+        used = min(-(-self._active_tokens // KV_BLOCK_TOKENS), total)
+        cpu_total = self.cache.cpu_chunks * self._chunk_size // KV_BLOCK_TOKENS
+        return WorkerLoad(
+            waiting_prefill_tokens=waiting,
+            running_seqs=self._decoding + (self.current is not None),
+            waiting_seqs=len(self._queue),
+            gpu_blocks_total=total,
+            gpu_blocks_free=total - used,
+            cpu_blocks_total=cpu_total,
+            cpu_blocks_free=cpu_total,
+        )
+
+    def _cached_tokens(self, tiers: str, prompt_tokens: int) -> int:
+        return min(len(tiers) * self._chunk_size, prompt_tokens)

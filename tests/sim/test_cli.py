@@ -1,0 +1,99 @@
+"""``kvgate simulate`` as users run it: the installed console script on a tiny trace file."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kvgate.cli.main import main
+from kvgate.gateway.routing import policy_names
+from kvgate.sim.overrides import routing_config
+from tests.sim.helpers import req, write_trace
+
+DOCUMENTED_POLICY_KEYS = {"hit_rate": float, "imbalance": float, "ttft_p50_s": float, "ttft_p99_s": float}
+
+
+@pytest.fixture
+def trace(tmp_path: Path) -> Path:
+    requests = [req(i * 0.5, [1, 2, 10 + i % 3, 20 + i]) for i in range(24)]
+    return write_trace(tmp_path / "tiny.jsonl", requests)
+
+
+def test_json_is_one_object_with_the_documented_schema(trace: Path) -> None:
+    out = subprocess.run(
+        ["kvgate", "simulate", str(trace), "--workers", "3", "--policy", "all", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.strip().splitlines()) == 1
+    report = json.loads(out.stdout)
+    assert report["requests"] == 24
+    assert isinstance(report["unlimited_hit_rate"], float)
+    assert isinstance(report["pooled_hit_rate"], float)
+    assert list(report["policies"]) == list(policy_names())
+    for result in report["policies"].values():
+        for key, kind in DOCUMENTED_POLICY_KEYS.items():
+            assert isinstance(result[key], kind)
+        assert 0 <= result["hit_rate"] <= report["unlimited_hit_rate"] + 1e-12
+        assert result["imbalance"] >= 1.0
+    # Blocks 1, 2 are shared by all and block 10+i%3 by every third: 3 of 4 blocks from the 4th on.
+    assert report["unlimited_hit_rate"] == pytest.approx((2 * 2 + 21 * 3) / (24 * 4))
+
+
+def test_the_table_lists_the_references_and_each_policy(trace: Path, capsys: pytest.CaptureFixture) -> None:
+    args = ["simulate", str(trace), "--policy", "kvgate", "--policy", "round_robin", "--limit", "10"]
+    assert main([*args, "--routing-config", "compute_weight=2", "--quiet"]) == 0
+    table = capsys.readouterr().out
+    assert "10 requests" in table
+    for label in ("unlimited cache", "pooled LRU", "kvgate", "round_robin"):
+        assert label in table
+    assert "least_loaded" not in table
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--policy", "nope"], "unknown routing policy 'nope'"),
+        (["--routing-config", "nope=1"], "KEY=VALUE"),
+        (["--routing-config", "compute_weight=x"], "not a float"),
+        (["--trace-block-tokens", "256"], "is --trace-block-tokens right?"),
+        (["--workers", "0"], "workers must be >= 1"),
+    ],
+)
+def test_bad_options_are_clear_errors(
+    trace: Path, args: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["simulate", str(trace), *args]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_routing_overrides_are_typed_like_the_fields() -> None:
+    config = routing_config(["compute_weight=0.5", "balance-abs-threshold=8"])
+    assert config.compute_weight == 0.5
+    assert config.balance_abs_threshold == 8
+    assert isinstance(config.balance_abs_threshold, int)
+
+
+def test_plots_are_written_when_matplotlib_is_there(trace: Path, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    folder = tmp_path / "plots"
+    assert main(["simulate", str(trace), "--policy", "kvgate", "--plot", str(folder), "--quiet"]) == 0
+    assert sorted(p.name for p in folder.iterdir()) == ["sim_hit_rate.png", "sim_prefill_per_worker.png"]
+
+
+def test_the_simulator_never_imports_torch() -> None:
+    import sys
+
+    code = "import sys, kvgate.sim, kvgate.cli.simulate_cmd; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_a_missing_trace_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["simulate", str(tmp_path / "absent.jsonl")]) == 2
+    assert "cannot read the trace" in capsys.readouterr().err
