@@ -67,8 +67,16 @@ def _elem_bytes(n: int) -> int:
 
 def decode_case(batch: int, context: int) -> Workload:
     """Decode: ``batch`` sequences of ``context`` tokens, one query token each."""
-    b = random_paged_batch([context] * batch, [1] * batch, num_heads=HEADS, num_kv_heads=KV_HEADS,
-                           head_dim=HEAD_DIM, block_size=BLOCK, dtype=DTYPE, device="cuda")
+    b = random_paged_batch(
+        [context] * batch,
+        [1] * batch,
+        num_heads=HEADS,
+        num_kv_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        block_size=BLOCK,
+        dtype=DTYPE,
+        device="cuda",
+    )
     args = (b.q, b.k_cache, b.v_cache, b.block_tables, b.context_lens, SCALE)
     kv_bytes = _elem_bytes(2 * batch * context * KV_HEADS * HEAD_DIM)
     io_bytes = _elem_bytes(2 * b.q.numel()) + b.block_tables.numel() * 4
@@ -83,8 +91,16 @@ def decode_case(batch: int, context: int) -> Workload:
 
 def prefill_case(contexts: list[int], queries: list[int]) -> Workload:
     """Causal prefill of ``queries[i]`` new tokens after ``contexts[i] - queries[i]`` cached ones."""
-    b = random_paged_batch(contexts, queries, num_heads=HEADS, num_kv_heads=KV_HEADS, head_dim=HEAD_DIM,
-                           block_size=BLOCK, dtype=DTYPE, device="cuda")
+    b = random_paged_batch(
+        contexts,
+        queries,
+        num_heads=HEADS,
+        num_kv_heads=KV_HEADS,
+        head_dim=HEAD_DIM,
+        block_size=BLOCK,
+        dtype=DTYPE,
+        device="cuda",
+    )
     args = (b.q, b.k_cache, b.v_cache, b.block_tables, b.cu_seqlens_q, b.context_lens, SCALE)
     pairs = sum(q * (c - q) + q * (q + 1) // 2 for c, q in zip(contexts, queries, strict=True))
     return Workload(
@@ -98,8 +114,10 @@ def prefill_case(contexts: list[int], queries: list[int]) -> Workload:
 
 def write_kv_case(tokens: int) -> Workload:
     """Write ``tokens`` tokens' K and V at random distinct slots of a pool twice that size."""
-    pool = [torch.zeros(2 * tokens // BLOCK + 1, BLOCK, KV_HEADS, HEAD_DIM, dtype=DTYPE, device="cuda")
-            for _ in range(4)]
+    pool = [
+        torch.zeros(2 * tokens // BLOCK + 1, BLOCK, KV_HEADS, HEAD_DIM, dtype=DTYPE, device="cuda")
+        for _ in range(4)
+    ]
     k, v = (torch.randn(tokens, KV_HEADS, HEAD_DIM, device="cuda", dtype=DTYPE) for _ in "kv")
     slots = torch.randperm(pool[0].shape[0] * BLOCK, device="cuda")[:tokens]
 
@@ -120,8 +138,9 @@ def copy_case(blocks: int, src_device: str, dst_device: str) -> Workload:
     """Copy ``blocks`` random blocks between pools (a CPU pool is pinned, as the engine's CPU tier is)."""
     shape = (2 * blocks, BLOCK, KV_HEADS, HEAD_DIM)
     src = [torch.randn(shape, dtype=DTYPE, device=src_device) for _ in "kv"]
-    dst = [torch.zeros(shape, dtype=DTYPE, device=dst_device, pin_memory=dst_device == "cpu")
-           for _ in range(4)]
+    dst = [
+        torch.zeros(shape, dtype=DTYPE, device=dst_device, pin_memory=dst_device == "cpu") for _ in range(4)
+    ]
     if src_device == "cpu":
         src = [s.pin_memory() for s in src]
     src_ids = torch.randperm(2 * blocks)[:blocks]
@@ -155,10 +174,14 @@ def cases(quick: bool) -> list[Case]:
         decode, prefill = [(64, 4096), (16, 16384)], prefill[1:2]
     out = [Case("decode", f"decode b={b} ctx={c}", lambda b=b, c=c: decode_case(b, c)) for b, c in decode]
     out += [Case("prefill", name, lambda c=c, q=q: prefill_case(c, q)) for name, c, q in prefill]
-    out += [Case("write_kv", f"write_kv {t} tokens", lambda t=t: write_kv_case(t))
-            for t in ([256, 16384] if not quick else [16384])]
-    out += [Case("copy_blocks", f"copy_blocks {n} blocks {s}->{d}", lambda n=n, s=s, d=d: copy_case(n, s, d))
-            for n, s, d in [(4096, "cuda", "cuda"), (1024, "cuda", "cpu"), (1024, "cpu", "cuda")]]
+    out += [
+        Case("write_kv", f"write_kv {t} tokens", lambda t=t: write_kv_case(t))
+        for t in ([256, 16384] if not quick else [16384])
+    ]
+    out += [
+        Case("copy_blocks", f"copy_blocks {n} blocks {s}->{d}", lambda n=n, s=s, d=d: copy_case(n, s, d))
+        for n, s, d in [(4096, "cuda", "cuda"), (1024, "cuda", "cpu"), (1024, "cpu", "cuda")]
+    ]
     return out
 
 
@@ -201,17 +224,20 @@ def _metrics(work: Workload, triton_ms: float, reference_ms: float, ceiling: flo
 
 
 def print_table(rows: list[dict], ceiling: float) -> None:
-    print(f"\ncopy ceiling (measured, D2D read+write): {ceiling:.0f} GB/s; "
-          f"datasheet {DATASHEET_GBS:.0f} GB/s")
+    print(
+        f"\ncopy ceiling (measured, D2D read+write): {ceiling:.0f} GB/s; datasheet {DATASHEET_GBS:.0f} GB/s"
+    )
     head = f"{'case':<42}{'triton ms':>10}{'ref ms':>10}{'speedup':>9}{'GB/s':>8}{'%ceil':>7}{'%4.8T':>7}"
     print(head + f"{'TFLOP/s':>9}{'max err':>10}")
     for row in rows:
         if "error" in row:
             print(f"{row['name']:<42}  ERROR {row['error']}")
             continue
-        print(f"{row['name']:<42}{row['triton_ms']:>10.3f}{row['reference_ms']:>10.3f}{row['speedup']:>8.1f}x"
-              f"{row['gbs']:>8.0f}{_pct(row['frac_of_copy_ceiling']):>7}{_pct(row['frac_of_datasheet']):>7}"
-              f"{_num(row['tflops']):>9}{row['max_abs_err']:>10.2e}")
+        print(
+            f"{row['name']:<42}{row['triton_ms']:>10.3f}{row['reference_ms']:>10.3f}{row['speedup']:>8.1f}x"
+            f"{row['gbs']:>8.0f}{_pct(row['frac_of_copy_ceiling']):>7}{_pct(row['frac_of_datasheet']):>7}"
+            f"{_num(row['tflops']):>9}{row['max_abs_err']:>10.2e}"
+        )
 
 
 def _pct(x: float | None) -> str:
@@ -243,11 +269,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[{time.monotonic() - started:6.1f}s] {case.name}", flush=True)
     print_table(rows, ceiling)
     result = {
-        "device": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__,
-        "dtype": str(DTYPE), "heads": HEADS, "kv_heads": KV_HEADS, "head_dim": HEAD_DIM, "block_size": BLOCK,
-        "copy_ceiling_gbs": ceiling, "datasheet_gbs": DATASHEET_GBS,
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "dtype": str(DTYPE),
+        "heads": HEADS,
+        "kv_heads": KV_HEADS,
+        "head_dim": HEAD_DIM,
+        "block_size": BLOCK,
+        "copy_ceiling_gbs": ceiling,
+        "datasheet_gbs": DATASHEET_GBS,
         "datasheet_bf16_tflops": DATASHEET_BF16_TFLOPS,
-        "elapsed_s": time.monotonic() - started, "cases": rows,
+        "elapsed_s": time.monotonic() - started,
+        "cases": rows,
     }
     if args.out:
         with open(args.out, "w") as f:

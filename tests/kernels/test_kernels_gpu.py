@@ -23,11 +23,20 @@ DTYPES = [torch.float32, torch.float16, torch.bfloat16]
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize(("num_heads", "num_kv_heads", "head_dim"), [(32, 8, 128), (28, 4, 128), (14, 2, 64)])
-def test_decode_realistic(triton_backend: ModuleType, dtype: torch.dtype, num_heads: int,
-                          num_kv_heads: int, head_dim: int) -> None:
+def test_decode_realistic(
+    triton_backend: ModuleType, dtype: torch.dtype, num_heads: int, num_kv_heads: int, head_dim: int
+) -> None:
     contexts = [1, 17, 300, 1024, 2049, 4000, 777, 64]
-    batch = random_paged_batch(contexts, [1] * len(contexts), num_heads=num_heads, num_kv_heads=num_kv_heads,
-                               head_dim=head_dim, dtype=dtype, device="cuda", seed=5)
+    batch = random_paged_batch(
+        contexts,
+        [1] * len(contexts),
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        dtype=dtype,
+        device="cuda",
+        seed=5,
+    )
     args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, head_dim**-0.5)
     out = triton_backend.TritonKernels().decode_attention(*args)
     expected = REF.decode_attention(*args)
@@ -38,10 +47,18 @@ def test_decode_realistic(triton_backend: ModuleType, dtype: torch.dtype, num_he
 def test_prefill_with_cached_prefix_realistic(triton_backend: ModuleType, dtype: torch.dtype) -> None:
     # a fresh prompt, a prefix hit followed by a new suffix, and a chunk of a chunked prefill
     contexts, queries = [1500, 2100, 3000, 700], [1500, 300, 512, 1]
-    batch = random_paged_batch(contexts, queries, num_heads=32, num_kv_heads=8, head_dim=128, dtype=dtype,
-                               device="cuda", seed=9)
-    args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.cu_seqlens_q,
-            batch.context_lens, 128**-0.5)
+    batch = random_paged_batch(
+        contexts, queries, num_heads=32, num_kv_heads=8, head_dim=128, dtype=dtype, device="cuda", seed=9
+    )
+    args = (
+        batch.q,
+        batch.k_cache,
+        batch.v_cache,
+        batch.block_tables,
+        batch.cu_seqlens_q,
+        batch.context_lens,
+        128**-0.5,
+    )
     out = triton_backend.TritonKernels().prefill_attention(*args)
     expected = REF.prefill_attention(*args)
     torch.testing.assert_close(out.float(), expected.float(), atol=TOLERANCE[dtype], rtol=0)
@@ -61,8 +78,9 @@ def test_write_kv_realistic(triton_backend: ModuleType) -> None:
 
 @pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "pageable"])
 @pytest.mark.parametrize("backend", ["reference", "triton"])
-def test_copy_blocks_between_cuda_and_cpu_is_exact(triton_backend: ModuleType, pinned: bool,
-                                                   backend: str) -> None:
+def test_copy_blocks_between_cuda_and_cpu_is_exact(
+    triton_backend: ModuleType, pinned: bool, backend: str
+) -> None:
     kernels = triton_backend.TritonKernels() if backend == "triton" else REF
     gpu = [torch.randn(64, 16, 8, 128, device="cuda").half() for _ in "kv"]
     cpu = [torch.zeros(32, 16, 8, 128, dtype=torch.float16, pin_memory=pinned) for _ in "kv"]
@@ -88,5 +106,6 @@ def test_copy_blocks_on_device_kernel(triton_backend: ModuleType) -> None:
 def test_compiled_kernels_reject_cpu_tensors(triton_backend: ModuleType) -> None:
     batch = random_paged_batch([5], [1], num_heads=2, num_kv_heads=1, head_dim=64)
     with pytest.raises(ValueError, match="reference"):
-        triton_backend.TritonKernels().decode_attention(batch.q, batch.k_cache, batch.v_cache,
-                                                        batch.block_tables, batch.context_lens, 1.0)
+        triton_backend.TritonKernels().decode_attention(
+            batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 1.0
+        )

@@ -17,8 +17,15 @@ TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
 
 
 def _prefill(batch: PagedBatch, scale: float) -> torch.Tensor:
-    return REF.prefill_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
-                                 batch.cu_seqlens_q, batch.context_lens, scale)
+    return REF.prefill_attention(
+        batch.q,
+        batch.k_cache,
+        batch.v_cache,
+        batch.block_tables,
+        batch.cu_seqlens_q,
+        batch.context_lens,
+        scale,
+    )
 
 
 def _assert_matches_dense(batch: PagedBatch, out: torch.Tensor, scale: float, atol: float) -> None:
@@ -35,8 +42,9 @@ def test_prefill_matches_dense_attention(num_heads: int, num_kv_heads: int, head
     # Plain prefill (37 of 37), cached prefixes not aligned to blocks (13 new after 37), one query after
     # a long prefix, an exactly-one-block sequence, and a sequence with no new token at all.
     contexts, queries = [37, 50, 100, 16, 33], [37, 13, 1, 16, 0]
-    batch = random_paged_batch(contexts, queries, num_heads=num_heads, num_kv_heads=num_kv_heads,
-                               head_dim=head_dim, seed=seed)
+    batch = random_paged_batch(
+        contexts, queries, num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim, seed=seed
+    )
     scale = 1 / math.sqrt(head_dim)
     out = _prefill(batch, scale)
     assert out.shape == batch.q.shape
@@ -50,18 +58,32 @@ def test_chunked_prefill_equals_whole_prefill() -> None:
     expected = _prefill(whole, 0.125)
     for start, end in [(0, 32), (32, 64), (64, 70)]:
         cu = torch.tensor([0, end - start], dtype=torch.int32)
-        out = REF.prefill_attention(whole.q[start:end], whole.k_cache, whole.v_cache, whole.block_tables, cu,
-                                    torch.tensor([end], dtype=torch.int32), 0.125)
+        out = REF.prefill_attention(
+            whole.q[start:end],
+            whole.k_cache,
+            whole.v_cache,
+            whole.block_tables,
+            cu,
+            torch.tensor([end], dtype=torch.int32),
+            0.125,
+        )
         torch.testing.assert_close(out, expected[start:end], atol=1e-6, rtol=0)
 
 
 @pytest.mark.parametrize(("num_heads", "num_kv_heads", "head_dim"), HEADS)
 def test_decode_matches_dense_attention(num_heads: int, num_kv_heads: int, head_dim: int) -> None:
     contexts = [1, 15, 16, 17, 90]
-    batch = random_paged_batch(contexts, [1] * len(contexts), num_heads=num_heads,
-                               num_kv_heads=num_kv_heads, head_dim=head_dim, seed=7)
-    out = REF.decode_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
-                               batch.context_lens, 0.1)
+    batch = random_paged_batch(
+        contexts,
+        [1] * len(contexts),
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        seed=7,
+    )
+    out = REF.decode_attention(
+        batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 0.1
+    )
     _assert_matches_dense(batch, out, 0.1, atol=1e-5)
 
 
@@ -127,5 +149,12 @@ def test_registry_builds_backends_by_name() -> None:
 def test_shape_errors_are_reported(q_shape: tuple[int, int, int], message: str) -> None:
     batch = random_paged_batch([3], [3], num_heads=4, num_kv_heads=2, head_dim=64)
     with pytest.raises(ValueError, match=message):
-        REF.prefill_attention(torch.randn(q_shape), batch.k_cache, batch.v_cache, batch.block_tables,
-                              batch.cu_seqlens_q, batch.context_lens, 1.0)
+        REF.prefill_attention(
+            torch.randn(q_shape),
+            batch.k_cache,
+            batch.v_cache,
+            batch.block_tables,
+            batch.cu_seqlens_q,
+            batch.context_lens,
+            1.0,
+        )

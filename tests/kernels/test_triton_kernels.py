@@ -22,15 +22,30 @@ FORCED_SPLITS = {"decode_block_n": 16, "decode_min_split_tokens": 16, "decode_ta
 
 def _skip_interpreted_bf16(dtype: torch.dtype, device: torch.device) -> None:
     if dtype == torch.bfloat16 and device.type == "cpu":
-        pytest.skip("Triton's interpreter multiplies bf16 tl.dot operands as raw uint16 bits; "
-                    "bf16 attention is checked on CUDA (gpu tests)")
+        pytest.skip(
+            "Triton's interpreter multiplies bf16 tl.dot operands as raw uint16 bits; "
+            "bf16 attention is checked on CUDA (gpu tests)"
+        )
 
 
-def _batch(contexts: list[int], queries: list[int], heads: tuple[int, int, int], dtype: torch.dtype,
-           device: torch.device) -> PagedBatch:
+def _batch(
+    contexts: list[int],
+    queries: list[int],
+    heads: tuple[int, int, int],
+    dtype: torch.dtype,
+    device: torch.device,
+) -> PagedBatch:
     num_heads, num_kv_heads, head_dim = heads
-    return random_paged_batch(contexts, queries, num_heads=num_heads, num_kv_heads=num_kv_heads,
-                              head_dim=head_dim, dtype=dtype, device=device, seed=sum(contexts))
+    return random_paged_batch(
+        contexts,
+        queries,
+        num_heads=num_heads,
+        num_kv_heads=num_kv_heads,
+        head_dim=head_dim,
+        dtype=dtype,
+        device=device,
+        seed=sum(contexts),
+    )
 
 
 def _close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
@@ -41,22 +56,39 @@ def _close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> 
 @pytest.mark.parametrize("tiles", [SMALL_TILES, {}], ids=["small-tiles", "default-tiles"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("heads", HEADS, ids=str)
-def test_prefill_matches_reference(make_triton: Callable[..., object], kernel_device: torch.device,
-                                   heads: tuple[int, int, int], dtype: torch.dtype, tiles: dict) -> None:
+def test_prefill_matches_reference(
+    make_triton: Callable[..., object],
+    kernel_device: torch.device,
+    heads: tuple[int, int, int],
+    dtype: torch.dtype,
+    tiles: dict,
+) -> None:
     _skip_interpreted_bf16(dtype, kernel_device)
     # whole prompt, unaligned cached prefixes, a long chunk spanning several query tiles, one query after
     # a long prefix, a sequence with no new token, and one exactly one block long
     batch = _batch([37, 50, 150, 100, 33, 16], [37, 13, 70, 1, 0, 16], heads, dtype, kernel_device)
-    args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.cu_seqlens_q,
-            batch.context_lens, 0.11)
+    args = (
+        batch.q,
+        batch.k_cache,
+        batch.v_cache,
+        batch.block_tables,
+        batch.cu_seqlens_q,
+        batch.context_lens,
+        0.11,
+    )
     _close(make_triton(**tiles).prefill_attention(*args), REF.prefill_attention(*args), dtype)
 
 
 @pytest.mark.parametrize("splits", [{}, FORCED_SPLITS], ids=["one-split", "split-k"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("heads", HEADS, ids=str)
-def test_decode_matches_reference(make_triton: Callable[..., object], kernel_device: torch.device,
-                                  heads: tuple[int, int, int], dtype: torch.dtype, splits: dict) -> None:
+def test_decode_matches_reference(
+    make_triton: Callable[..., object],
+    kernel_device: torch.device,
+    heads: tuple[int, int, int],
+    dtype: torch.dtype,
+    splits: dict,
+) -> None:
     _skip_interpreted_bf16(dtype, kernel_device)
     contexts = [1, 15, 16, 17, 90, 200]
     batch = _batch(contexts, [1] * len(contexts), heads, dtype, kernel_device)
@@ -64,20 +96,30 @@ def test_decode_matches_reference(make_triton: Callable[..., object], kernel_dev
     _close(make_triton(**splits).decode_attention(*args), REF.decode_attention(*args), dtype)
 
 
-def test_decode_equals_one_token_prefill(make_triton: Callable[..., object],
-                                        kernel_device: torch.device) -> None:
+def test_decode_equals_one_token_prefill(
+    make_triton: Callable[..., object], kernel_device: torch.device
+) -> None:
     batch = _batch([3, 40, 77], [1, 1, 1], (8, 2, 64), torch.float32, kernel_device)
     kernels = make_triton(**FORCED_SPLITS)
-    decoded = kernels.decode_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
-                                       batch.context_lens, 0.125)
-    prefilled = kernels.prefill_attention(batch.q, batch.k_cache, batch.v_cache, batch.block_tables,
-                                          batch.cu_seqlens_q, batch.context_lens, 0.125)
+    decoded = kernels.decode_attention(
+        batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 0.125
+    )
+    prefilled = kernels.prefill_attention(
+        batch.q,
+        batch.k_cache,
+        batch.v_cache,
+        batch.block_tables,
+        batch.cu_seqlens_q,
+        batch.context_lens,
+        0.125,
+    )
     torch.testing.assert_close(decoded, prefilled, atol=1e-5, rtol=0)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_write_kv_matches_reference(make_triton: Callable[..., object], kernel_device: torch.device,
-                                    dtype: torch.dtype) -> None:
+def test_write_kv_matches_reference(
+    make_triton: Callable[..., object], kernel_device: torch.device, dtype: torch.dtype
+) -> None:
     # k and v are strided views of one fused qkv projection, as the engine produces them
     qkv = torch.randn(9, 4 + 2 + 2, 80, device=kernel_device).to(dtype)
     k, v = qkv[:, 4:6], qkv[:, 6:8]  # [tokens, kv_heads=2, 80], non-contiguous
@@ -91,14 +133,17 @@ def test_write_kv_matches_reference(make_triton: Callable[..., object], kernel_d
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_copy_blocks_same_device_is_exact(make_triton: Callable[..., object], kernel_device: torch.device,
-                                          dtype: torch.dtype) -> None:
+def test_copy_blocks_same_device_is_exact(
+    make_triton: Callable[..., object], kernel_device: torch.device, dtype: torch.dtype
+) -> None:
     src = [torch.randn(7, 16, 2, 80, device=kernel_device).to(dtype) for _ in "kv"]
     dst = [torch.randn(5, 16, 2, 80, device=kernel_device).to(dtype) for _ in "kv"]
     expected = [d.clone() for d in dst]
     # int32 source ids, int64 destination ids: both are accepted
-    ids = (torch.tensor([6, 0, 3], dtype=torch.int32, device=kernel_device),
-           torch.tensor([2, 4, 0], device=kernel_device))
+    ids = (
+        torch.tensor([6, 0, 3], dtype=torch.int32, device=kernel_device),
+        torch.tensor([2, 4, 0], device=kernel_device),
+    )
     REF.copy_blocks(*src, *expected, *ids)
     make_triton(copy_block=1024).copy_blocks(*src, *dst, *ids)  # 2560-element blocks: 3 chunks each
     assert torch.equal(dst[0], expected[0])

@@ -64,8 +64,10 @@ def _replay(nodeid: str, outcomes: Callable[[], dict[str, str]]) -> Callable[[],
         if outcome.startswith("skipped"):
             pytest.skip(f"in a fresh interpreter: {outcome}")
         if outcome != "passed":
-            pytest.fail(f"in a fresh interpreter (triton was imported before TRITON_INTERPRET=1): {outcome}",
-                        pytrace=False)
+            pytest.fail(
+                f"in a fresh interpreter (triton was imported before TRITON_INTERPRET=1): {outcome}",
+                pytrace=False,
+            )
 
     return runtest
 
@@ -76,8 +78,9 @@ def _run_fresh(nodeids: list[str], root: Path) -> dict[str, str]:
         report = Path(tmp) / "report.xml"
         command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
         env = {**os.environ, "TRITON_INTERPRET": "1"}
-        run = subprocess.run([*command, *nodeids], cwd=root, env=env, capture_output=True, text=True,
-                             timeout=900, check=False)
+        run = subprocess.run(
+            [*command, *nodeids], cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False
+        )
         if not report.exists():
             failure = f"failed: pytest exited {run.returncode}: {run.stdout[-2000:]}"
             return dict.fromkeys(nodeids, failure)
