@@ -80,8 +80,9 @@ class Router:
         uncached = prompt_tokens - decision.predicted_cached_tokens
         self._inflight.setdefault(decision.worker_id, {})[ticket] = (self._clock.now_ms(), uncached)
         self._local.record(hashes, decision.worker_id)
-        if not routed.degraded and hashes:
-            task = asyncio.create_task(self._mark_pending(list(hashes), decision.worker_id))
+        to_compute = list(hashes[decision.matched_chunks :])  # what the chosen worker does not hold yet
+        if not routed.degraded and to_compute:
+            task = asyncio.create_task(self._mark_pending(to_compute, decision.worker_id))
             self._writes.add(task)
             task.add_done_callback(self._writes.discard)
         return replace(routed, ticket=ticket)
