@@ -1,0 +1,116 @@
+"""``EngineConfig``: one worker engine's settings. Validated on construction, never mutated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from kvgate.kernels import kernel_names
+from kvgate.proto.fingerprint import CacheConfig
+from kvgate.workers.kv import KVCacheConfig
+
+DTYPES: dict[str, torch.dtype] = {
+    "float32": torch.float32,
+    "bfloat16": torch.bfloat16,
+    "float16": torch.float16,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulingLimits:
+    """What one engine step may hold: at most ``max_num_seqs`` running sequences, at most
+    ``max_tokens_per_step`` tokens computed in total (a decode counts 1), and at most
+    ``max_prefill_tokens_per_step`` prompt tokens of any one sequence (longer prompts are prefilled in
+    chunks over several steps; a chunk is also capped by what is left of the step's budget)."""
+
+    max_num_seqs: int = 256
+    max_tokens_per_step: int = 2048
+    max_prefill_tokens_per_step: int = 2048
+
+    def __post_init__(self) -> None:
+        for name in ("max_num_seqs", "max_tokens_per_step", "max_prefill_tokens_per_step"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """One engine's settings.
+
+    - ``cache``: the deployment's cache layout (model id, hash secret, chunk and block size). The engine
+      hashes blocks and published chunks from it, so a worker advertises ``cache.fingerprint()``.
+    - GPU tier (on ``device``): ``num_gpu_blocks`` blocks, or, when that is None, as many as fit in
+      ``gpu_memory_fraction`` of the device memory free once the model is loaded (for the ``cpu``
+      device: of the host memory available). Exactly one of the two is set.
+    - ``num_cpu_blocks``: the CPU tier's capacity in blocks (pinned memory when ``device`` is CUDA);
+      0 = no CPU tier (blocks evicted from the GPU are dropped).
+    - ``limits``: continuous-batching limits (see :class:`SchedulingLimits`).
+    - ``max_model_len``: most tokens (prompt + output) of one sequence; None = the model's context
+      length, capped by the GPU tier's capacity (so one sequence always fits alone).
+    - ``ttl_s``: default TTL of a cached block after its last use; ``cpu_ttl_s``: the least time a block
+      offloaded to the CPU tier stays there.
+    - ``kernel_backend``: a name of ``kvgate.kernels.kernel_names()``; ``device``: a torch device string
+      (``cpu``, ``cuda``, ``cuda:1``); ``dtype``: ``float32``, ``bfloat16`` or ``float16``.
+    """
+
+    cache: CacheConfig
+    num_gpu_blocks: int | None = None
+    gpu_memory_fraction: float | None = None
+    num_cpu_blocks: int = 0
+    limits: SchedulingLimits = field(default_factory=SchedulingLimits)
+    max_model_len: int | None = None
+    ttl_s: float = 300.0
+    cpu_ttl_s: float = 300.0
+    kernel_backend: str = "reference"
+    device: str = "cpu"
+    dtype: str = "float32"
+
+    def __post_init__(self) -> None:
+        self._check_gpu_tier()
+        if self.num_cpu_blocks < 0:
+            raise ValueError(f"num_cpu_blocks must be >= 0, got {self.num_cpu_blocks}")
+        if self.max_model_len is not None and self.max_model_len < 2:
+            raise ValueError(
+                f"max_model_len must be >= 2 (a prompt and a new token), got {self.max_model_len}"
+            )
+        if self.ttl_s < 0 or self.cpu_ttl_s < 0:
+            raise ValueError("ttl_s and cpu_ttl_s must be >= 0")
+        if self.kernel_backend not in kernel_names():
+            raise ValueError(f"unknown kernel backend {self.kernel_backend!r}; known: {kernel_names()}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        try:
+            torch.device(self.device)
+        except RuntimeError as exc:
+            raise ValueError(f"invalid device {self.device!r}: {exc}") from None
+
+    def _check_gpu_tier(self) -> None:
+        if (self.num_gpu_blocks is None) == (self.gpu_memory_fraction is None):
+            raise ValueError("set exactly one of num_gpu_blocks and gpu_memory_fraction")
+        if self.num_gpu_blocks is not None and self.num_gpu_blocks < 1:
+            raise ValueError(f"num_gpu_blocks must be >= 1, got {self.num_gpu_blocks}")
+        if self.gpu_memory_fraction is not None and not 0 < self.gpu_memory_fraction <= 1:
+            raise ValueError(f"gpu_memory_fraction must lie in (0, 1], got {self.gpu_memory_fraction}")
+
+    @property
+    def block_size(self) -> int:
+        return self.cache.block_size
+
+    @property
+    def chunk_size(self) -> int:
+        return self.cache.chunk_size
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return DTYPES[self.dtype]
+
+    @property
+    def torch_device(self) -> torch.device:
+        return torch.device(self.device)
+
+    def kv_config(self, num_gpu_blocks: int) -> KVCacheConfig:
+        """The block manager's settings once the GPU tier's size is known."""
+        return KVCacheConfig(
+            num_gpu_blocks, self.num_cpu_blocks, self.block_size, self.chunk_size, self.ttl_s, self.cpu_ttl_s
+        )

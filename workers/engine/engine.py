@@ -1,0 +1,240 @@
+"""``LLMEngine``: continuous batching over a paged, prefix-cached KV store with a GPU and a CPU tier.
+
+One :meth:`LLMEngine.step`, in order (the block manager's contract, see ``kvgate.workers.kv.manager``):
+
+1. take the requests and aborts queued since the last step (an abort frees the sequence's blocks);
+2. ``expire()``: drop cached blocks whose TTL passed;
+3. schedule: running decodes and prefill chunks, then admissions, preempting when blocks run out;
+4. ``end_step()`` -> the step's copy plan; run its offloads (GPU -> CPU), then its swap-ins (CPU -> GPU);
+5. one forward over every scheduled token; sample the sequences whose prompt is done;
+6. append the tokens, check stops, free finished sequences;
+7. publish what the worker now holds (one ``EventBatch``, queued for :meth:`take_events`).
+
+The engine is synchronous and single-threaded: call everything from one thread, except
+:meth:`add_request`, :meth:`abort` and :meth:`has_work`, which are thread-safe. An exception from
+:meth:`step` leaves the engine unusable (a half-run step's blocks may be cached without their K/V):
+the worker restarts it under a new epoch, whose first event batch clears what the index held.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence as Seq
+from dataclasses import replace
+
+from kvgate.clock import Clock, SystemClock
+from kvgate.kernels.protocol import AttentionKernels
+from kvgate.proto.events import EventBatch, Snapshot
+from kvgate.proto.sampling import FinishReason
+from kvgate.proto.workers import WorkerLoad
+from kvgate.tokenizer import Tokenizer
+from kvgate.workers.engine.config import EngineConfig
+from kvgate.workers.engine.inbox import Inbox
+from kvgate.workers.engine.intake import SequenceFactory
+from kvgate.workers.engine.kv_pools import allocate_cpu_tier, blocks_for_fraction
+from kvgate.workers.engine.outputs import StepOutput
+from kvgate.workers.engine.request import EngineRequest
+from kvgate.workers.engine.runner import ModelRunner
+from kvgate.workers.engine.sampler import sample
+from kvgate.workers.engine.scheduler import ScheduledItem, Scheduler
+from kvgate.workers.engine.sequence import Sequence
+from kvgate.workers.engine.stats import EngineCounters, KVWaste, kv_waste, tokens_to_prefill
+from kvgate.workers.engine.stopping import Stop
+from kvgate.workers.kv import EventPublisher, KVCacheManager, KVCounters
+from kvgate.workers.model import LlamaModel, ModelConfig, allocate_kv_caches
+
+MAX_QUEUED_EVENT_BATCHES = 1024  # older ones are dropped; the consumer sees the gap and asks for a snapshot
+
+
+class LLMEngine:
+    """Owns the model runner (model, kernels, both KV tiers), the block manager, the scheduler, the
+    sampler's state and the event queue. Built once per worker incarnation by the composition root
+    (see :func:`kvgate.workers.engine.load_engine`). ``kv``, ``scheduler`` and ``runner`` are public
+    for metrics and tests: read them, never mutate them."""
+
+    def __init__(
+        self,
+        config: EngineConfig,
+        model: LlamaModel,
+        kernels: AttentionKernels,
+        publisher: EventPublisher,
+        *,
+        tokenizer: Tokenizer | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        """Allocates the KV tiers. Raises ValueError when ``model`` is not on ``config.device`` in
+        ``config.dtype`` or the GPU tier cannot hold ``config.max_model_len`` tokens."""
+        _check_model(config, model)
+        self.config, self.publisher = config, publisher
+        self._clock = clock or SystemClock()
+        device, dtype, bs = config.torch_device, config.torch_dtype, config.block_size
+        num_gpu = config.num_gpu_blocks or blocks_for_fraction(
+            model.config, bs, dtype, device, config.gpu_memory_fraction or 1.0
+        )
+        self.max_model_len = _max_model_len(config, model.config, num_gpu)
+        self.kv = KVCacheManager(config.kv_config(num_gpu), self._clock, publisher)
+        gpu = allocate_kv_caches(model.config, num_gpu, bs, device=device, dtype=dtype)
+        cpu = allocate_cpu_tier(model.config, config.num_cpu_blocks, bs, dtype, pinned=device.type == "cuda")
+        self.runner = ModelRunner(model, kernels, gpu, cpu, bs)
+        self.scheduler = Scheduler(config.limits, self.kv)
+        eos = frozenset(model.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids if tokenizer else ())
+        self._factory = SequenceFactory(
+            config.cache, model.config.vocab_size, self.max_model_len, eos, config.ttl_s, device, tokenizer
+        )
+        self._inbox = Inbox()
+        self._seqs: dict[str, Sequence] = {}  # taken from the inbox, not finished
+        self._events: deque[EventBatch] = deque(maxlen=MAX_QUEUED_EVENT_BATCHES)
+        self._counters = EngineCounters()
+        self.last_event_seq = 0
+        self.started_at_ms = self._clock.now_ms()
+
+    # -- any thread -------------------------------------------------------------------------------
+
+    def add_request(self, request: EngineRequest) -> None:
+        """Queues ``request``; the next step takes it. Thread-safe. Raises ValueError when its id is
+        in flight or it cannot run here (see :meth:`SequenceFactory.build`)."""
+        self._inbox.add(self._factory.build(request))
+
+    def abort(self, request_id: str) -> bool:
+        """Aborts a request at the next step boundary (its blocks are freed, its last output says
+        ABORT). Thread-safe, idempotent: False when the request is unknown or already finished."""
+        return self._inbox.abort(request_id)
+
+    def has_work(self) -> bool:
+        """True while a request is queued, waiting or running. Thread-safe."""
+        return bool(self._inbox) or len(self.scheduler) > 0
+
+    # -- the engine thread ------------------------------------------------------------------------
+
+    def step(self) -> list[StepOutput]:
+        """Runs one step (see the module docstring); returns the outputs of the requests that got a
+        token or finished in it. A step with nothing to run only publishes."""
+        outputs = self._take_inbox()
+        self.kv.expire()
+        plan = self.scheduler.schedule()
+        copies = self.kv.end_step()
+        for seq in plan.admitted:
+            self._counters.count_admitted(seq)
+        self._counters.preemptions += len(plan.preempted)
+        self.runner.copy(copies)
+        if plan.items:
+            self._counters.steps += 1
+            outputs += self._run(plan.items)
+        self.kv.flush_events()
+        self._publish()
+        return outputs
+
+    def load(self) -> WorkerLoad:
+        """The load figures a worker sends with its heartbeat (pure)."""
+        pending, pending_tokens = self._inbox.pending()
+        waiting, running = self.scheduler.waiting, self.scheduler.running
+        gpu, cpu = self.kv.gpu_pool, self.kv.cpu_pool
+        return WorkerLoad(
+            waiting_prefill_tokens=pending_tokens + tokens_to_prefill(waiting, running, self.kv),
+            running_seqs=len(running),
+            waiting_seqs=len(waiting) + pending,
+            gpu_blocks_total=gpu.num_blocks,
+            gpu_blocks_free=gpu.num_free,
+            cpu_blocks_total=cpu.num_blocks,
+            cpu_blocks_free=cpu.num_free,
+        )
+
+    def counters(self) -> EngineCounters:
+        """A copy of the engine's monotonic counters."""
+        return self._counters.copy()
+
+    def kv_counters(self) -> KVCounters:
+        """A copy of the block manager's counters: offloaded / swapped-in blocks, evictions by cause."""
+        return replace(self.kv.counters)
+
+    def kv_waste(self) -> KVWaste:
+        """Allocated-but-unused GPU slots now (pure)."""
+        return kv_waste(self.kv, self.scheduler.running)
+
+    def take_events(self) -> list[EventBatch]:
+        """The event batches published since the last call, oldest first (seq numbers consecutive
+        unless more than ``MAX_QUEUED_EVENT_BATCHES`` piled up: then take a :meth:`snapshot`)."""
+        batches = list(self._events)
+        self._events.clear()
+        return batches
+
+    def snapshot(self) -> Snapshot:
+        """Everything held now, for an index that missed batches; replaces the queued batches (they are
+        dropped: the snapshot covers them) and takes the next seq number."""
+        self._events.clear()
+        self.kv.flush_events()
+        snapshot = self.publisher.snapshot()
+        self.last_event_seq = snapshot.seq
+        return snapshot
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _take_inbox(self) -> list[StepOutput]:
+        added, aborts = self._inbox.take()
+        for seq in added:
+            self._seqs[seq.request_id] = seq
+            self.scheduler.add(seq)
+            self._counters.requests += 1
+            self._counters.prompt_tokens += seq.num_prompt_tokens
+        return [out for request_id in aborts if (out := self._abort(request_id)) is not None]
+
+    def _abort(self, request_id: str) -> StepOutput | None:
+        seq = self._seqs.get(request_id)
+        if seq is None:
+            return None  # finished before the abort was taken
+        self.scheduler.abort(seq)
+        return self._finish(seq, Stop(FinishReason.ABORT), ())
+
+    def _run(self, items: Seq[ScheduledItem]) -> list[StepOutput]:
+        input_ids = [t for item in items for t in _new_tokens(item)]
+        logits = self.runner.forward([item.work for item in items], input_ids)  # [B', vocab]
+        seqs = [item.seq for item in items if item.work.needs_logits]
+        tokens = sample(logits, [s.request.sampling for s in seqs], [s.generator for s in seqs])
+        return [self._advance(seq, token) for seq, token in zip(seqs, tokens, strict=True)]
+
+    def _advance(self, seq: Sequence, token: int) -> StepOutput:
+        stop = seq.append(token)
+        self.kv.append_tokens(seq.seq_id, (token,))
+        self._counters.completion_tokens += 1
+        if stop is None:
+            return StepOutput.of(seq, (token,))
+        self.scheduler.finish(seq)
+        return self._finish(seq, stop, (token,))
+
+    def _finish(self, seq: Sequence, stop: Stop, new_token_ids: tuple[int, ...]) -> StepOutput:
+        seq.finish(stop)
+        self._counters.count_finished(stop.reason)
+        del self._seqs[seq.request_id]
+        self._inbox.retire(seq.request_id)
+        return StepOutput.of(seq, new_token_ids)
+
+    def _publish(self) -> None:
+        batch = self.publisher.drain()
+        if batch is not None:
+            self._events.append(batch)
+            self.last_event_seq = batch.seq
+
+
+def _new_tokens(item: ScheduledItem) -> list[int]:
+    start = item.work.num_cached
+    return item.seq.token_ids[start : start + item.work.num_new]
+
+
+def _check_model(config: EngineConfig, model: LlamaModel) -> None:
+    weight = model.embed.weight
+    want = config.torch_device
+    if weight.device.type != want.type or (want.index is not None and weight.device.index != want.index):
+        raise ValueError(f"the model is on {weight.device}, the config says {config.device}")
+    if weight.dtype != config.torch_dtype:
+        raise ValueError(f"the model's dtype is {weight.dtype}, the config says {config.dtype}")
+
+
+def _max_model_len(config: EngineConfig, model: ModelConfig, num_gpu_blocks: int) -> int:
+    limit = min(model.max_position_embeddings, num_gpu_blocks * config.block_size)
+    if config.max_model_len is None:
+        return limit
+    if config.max_model_len > limit:
+        raise ValueError(
+            f"max_model_len {config.max_model_len} > {limit} (the model's context or the GPU tier's capacity)"
+        )
+    return config.max_model_len

@@ -1,0 +1,70 @@
+"""Turning an :class:`EngineRequest` into a :class:`Sequence`: validation against the model, hashing,
+the cache pin, the stop checker and the random stream. Runs on the caller's thread (no engine state)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from kvgate.proto.fingerprint import CacheConfig
+from kvgate.tokenizer import Tokenizer
+from kvgate.workers.engine.request import EngineRequest
+from kvgate.workers.engine.sampler import make_generator
+from kvgate.workers.engine.sequence import Sequence
+from kvgate.workers.engine.stopping import StopChecker
+from kvgate.workers.kv import Pin, Prompt, SeqId
+
+DETOKENIZER_CONTEXT = 6  # prompt tokens decoded before the first new one (keeps its leading space)
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceFactory:
+    """What a new sequence is checked and built against. Immutable; safe to use from any thread."""
+
+    cache: CacheConfig
+    vocab_size: int
+    max_model_len: int
+    eos_ids: frozenset[int]
+    default_ttl_s: float
+    device: torch.device
+    tokenizer: Tokenizer | None = None
+
+    def build(self, request: EngineRequest) -> Sequence:
+        """A waiting sequence for ``request``. Raises ValueError when the request cannot run here: a
+        LoRA adapter (not supported), a prompt of ``max_model_len`` tokens or more, a token id outside
+        the vocabulary, or stop strings without a tokenizer."""
+        self._check(request)
+        ids = request.prompt_ids
+        root = self.cache.root(request.adapter_id, request.cache_salt).digest()
+        prompt = Prompt.build(ids, root, block_size=self.cache.block_size, chunk_size=self.cache.chunk_size)
+        context = ids[-DETOKENIZER_CONTEXT:].tolist()
+        stopper = StopChecker(request.sampling, self.eos_ids, self.max_model_len, context, self.tokenizer)
+        return Sequence(
+            request=request,
+            seq_id=SeqId(request.request_id),
+            root=root,
+            prompt=prompt,
+            pin=self._pin(request),
+            stopper=stopper,
+            generator=make_generator(request.sampling, self.device),
+            token_ids=ids.tolist(),
+        )
+
+    def _check(self, request: EngineRequest) -> None:
+        if request.adapter_id:
+            raise ValueError(f"LoRA adapters are not supported (adapter_id {request.adapter_id!r})")
+        if request.num_prompt_tokens >= self.max_model_len:
+            raise ValueError(
+                f"the prompt has {request.num_prompt_tokens} tokens; this engine runs sequences of at most"
+                f" {self.max_model_len} tokens, the output included"
+            )
+        largest = int(request.prompt_ids.max())
+        if largest >= self.vocab_size:
+            raise ValueError(f"prompt token id {largest} >= vocab size {self.vocab_size}")
+
+    def _pin(self, request: EngineRequest) -> Pin | None:
+        hint = request.cache_hint
+        if hint is None or not hint.active:
+            return None
+        return Pin(hint.pinned_prefix_tokens, self.default_ttl_s if hint.ttl_s is None else float(hint.ttl_s))

@@ -1,0 +1,106 @@
+"""One request's generation state inside the engine: tokens, status, cache hits, timings."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+import torch
+
+from kvgate.proto.ids import ChunkHash
+from kvgate.proto.sampling import FinishReason, Usage
+from kvgate.workers.engine.request import EngineRequest
+from kvgate.workers.engine.stopping import Stop, StopChecker
+from kvgate.workers.kv import CachedTokens, Pin, Prompt, SeqId
+
+
+class SeqStatus(Enum):
+    WAITING = "waiting"  # queued, never admitted
+    RUNNING = "running"  # admitted: has KV blocks
+    PREEMPTED = "preempted"  # was running, blocks freed, queued again to recompute
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTimings:
+    """``time.perf_counter()`` seconds of one request: arrival (``add_request``), first new token (None
+    when none came), end."""
+
+    arrival_s: float
+    first_token_s: float | None
+    finished_s: float
+
+    @property
+    def ttft_s(self) -> float | None:
+        """Time to first token; None when the request produced none."""
+        return None if self.first_token_s is None else self.first_token_s - self.arrival_s
+
+
+@dataclass(slots=True, eq=False)
+class Sequence:
+    """Mutated by the scheduler (``status``, ``prompt``, ``cached``) and the engine (tokens, finish).
+
+    ``token_ids``: prompt, then generated ids. ``prompt``: what the next admission starts from (the
+    prompt; after a preemption, the prompt and the output so far, recomputed). ``cached``: prompt
+    tokens served from cache at the first admission (None before it). ``generator``: the sequence's own
+    random stream (None for greedy), so seeded output does not depend on the batch.
+    """
+
+    request: EngineRequest
+    seq_id: SeqId
+    root: ChunkHash
+    prompt: Prompt
+    pin: Pin | None
+    stopper: StopChecker
+    generator: torch.Generator | None
+    token_ids: list[int]
+    arrival_s: float = field(default_factory=time.perf_counter)
+    status: SeqStatus = SeqStatus.WAITING
+    cached: CachedTokens | None = None
+    first_token_s: float | None = None
+    finished_s: float | None = None
+    stop: Stop | None = None
+
+    @property
+    def request_id(self) -> str:
+        return self.request.request_id
+
+    @property
+    def num_tokens(self) -> int:
+        return len(self.token_ids)
+
+    @property
+    def num_prompt_tokens(self) -> int:
+        return self.request.num_prompt_tokens
+
+    @property
+    def output_ids(self) -> list[int]:
+        return self.token_ids[self.num_prompt_tokens :]
+
+    def append(self, token_id: int) -> Stop | None:
+        """Records a sampled token; returns the stop it causes (then the sequence is done)."""
+        self.token_ids.append(token_id)
+        if self.first_token_s is None:
+            self.first_token_s = time.perf_counter()
+        return self.stopper.check(token_id, self.num_tokens - self.num_prompt_tokens, self.num_tokens)
+
+    def finish(self, stop: Stop) -> None:
+        self.status, self.stop, self.finished_s = SeqStatus.FINISHED, stop, time.perf_counter()
+
+    def rebuild_prompt(self, block_size: int, chunk_size: int) -> None:
+        """Makes every known token the next admission's prompt (after a preemption)."""
+        ids = np.asarray(self.token_ids, dtype=np.uint32)
+        self.prompt = Prompt.build(ids, self.root, block_size=block_size, chunk_size=chunk_size)
+
+    def usage(self) -> Usage:
+        cached = self.cached or CachedTokens()
+        return Usage(self.num_prompt_tokens, len(self.output_ids), cached.total, cached.gpu, cached.cpu)
+
+    def timings(self) -> RequestTimings:
+        return RequestTimings(self.arrival_s, self.first_token_s, self.finished_s or time.perf_counter())
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        return None if self.stop is None else self.stop.reason
