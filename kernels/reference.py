@@ -64,9 +64,11 @@ class ReferenceKernels:
         context_lens: torch.Tensor,
         scale: float,
     ) -> torch.Tensor:
-        batch = check_block_tables(block_tables, context_lens)
-        cu_seqlens_q = torch.arange(batch + 1, dtype=torch.int32, device=q.device)
-        return self.prefill_attention(q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale)
+        geometry = cache_geometry(k_cache, v_cache)
+        check_query(q, geometry, k_cache)
+        check_block_tables(block_tables, context_lens)
+        k, v, padding = gather_padded(k_cache, v_cache, block_tables, context_lens)
+        return padded_decode(q, k, v, padding, scale)
 
     def copy_blocks(
         self,
@@ -111,3 +113,33 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     scores.masked_fill_(k_pos[None, :] > q_pos[:, None], float("-inf"))
     out = torch.softmax(scores, dim=-1) @ vg  # [kvH, G, Q, D]
     return out.permute(2, 0, 1, 3).reshape(num_q, num_heads, head_dim).to(q.dtype)
+
+
+def gather_padded(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, block_tables: torch.Tensor, context_lens: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every sequence's context, right-padded to the longest: k, v ``[B, T, kv_heads, head_dim]`` and
+    ``padding [B, T]`` (True past a sequence's length). Padded positions of v are zeroed, so that
+    whatever stale values (even NaN) sit in unowned slots cannot reach the output."""
+    batch, block_size = block_tables.shape[0], k_cache.shape[1]
+    longest = int(context_lens.max()) if batch else 0
+    tables = block_tables[:, : -(-longest // block_size)].long()  # [B, blocks]
+    k = k_cache[tables].flatten(1, 2)[:, :longest]  # [B, T, kv_heads, head_dim]
+    v = v_cache[tables].flatten(1, 2)[:, :longest]
+    positions = torch.arange(longest, device=k.device)
+    padding = positions[None, :] >= context_lens[:, None].to(positions.dtype)  # [B, T]
+    return k, v.masked_fill(padding[:, :, None, None], 0), padding
+
+
+def padded_decode(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, padding: torch.Tensor, scale: float
+) -> torch.Tensor:
+    """softmax(q k^T * scale) v over each sequence's unpadded positions, GQA by grouping query heads:
+    q ``[B, heads, d]``, k / v ``[B, T, kv_heads, d]`` -> ``[B, heads, d]`` in q's dtype."""
+    batch, heads, dim = q.shape
+    kv_heads = k.shape[2]
+    grouped = q.float().view(batch, kv_heads, heads // kv_heads, dim)  # [B, kvh, g, d]
+    scores = torch.einsum("bkgd,btkd->bkgt", grouped, k.float()) * scale
+    scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))
+    out = torch.einsum("bkgt,btkd->bkgd", torch.softmax(scores, dim=-1), v.float())
+    return out.reshape(batch, heads, dim).to(q.dtype)
