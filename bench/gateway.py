@@ -180,7 +180,8 @@ async def throughput(seconds: float, concurrency: int) -> dict:
     from tests.support.http_server import serve
     from tests.support.scripted_worker import ScriptedWorker
 
-    index = MemoryPrefixIndex(IndexSettings(), SystemClock())
+    # scripted workers register once and never heartbeat: keep them live for the whole run
+    index = MemoryPrefixIndex(IndexSettings(heartbeat_ttl_s=3600), SystemClock())
     workers = [await ScriptedWorker(WorkerId(f"w{i}"), CACHE, index).start() for i in range(2)]
     gateway = build_gateway(GatewaySettings("smollm2", CACHE), index, load_tokenizer(default_model_path()))
     async with serve(gateway.app) as url:

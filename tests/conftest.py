@@ -10,6 +10,14 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.redis_server import RedisServer, redis_server_binary, wait_for_redis
+from tests.support.smollm2 import (  # noqa: F401 -- session fixtures shared by the model and engine tests
+    chat_prompt,
+    hf_greedy,
+    hf_smollm2,
+    smollm2,
+    smollm2_path,
+    tokenizer,
+)
 
 
 def _redis_required() -> bool:

@@ -16,15 +16,7 @@ import torch
 
 from kvgate.kernels import get_kernels
 from kvgate.workers.model import LlamaModel, load_model
-from tests.model.conftest import (  # noqa: F401 -- session fixtures reused here
-    chat_prompt,
-    hf_greedy,
-    hf_smollm2,
-    one_torch_thread,
-    smollm2,
-    smollm2_path,
-    tokenizer,
-)
+from tests.model.conftest import one_torch_thread  # noqa: F401 -- autouse, one thread here too
 from tests.model.tiny import save_tiny_model
 from tests.tokenizer.default_model import transformers_module
 

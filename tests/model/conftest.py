@@ -1,21 +1,16 @@
-"""Session fixtures for the model tests: SmolLM2-135M-Instruct loaded by kvgate and by ``transformers``
-from the same GGUF file (each load takes seconds, so once per session), and the greedy reference."""
+"""Model-test fixtures: one torch thread per module. The SmolLM2 session fixtures (kvgate's load and
+``transformers``' load of the same GGUF, the greedy reference) live in ``tests/support/smollm2.py``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 import torch
 
-from kvgate.kernels import get_kernels
-from kvgate.tokenizer import Tokenizer, load_tokenizer
-from kvgate.workers.model import LlamaModel, load_model
-from tests.tokenizer.default_model import smollm2_gguf, transformers_module
+from tests.support.smollm2 import NEW_TOKENS
 
-NEW_TOKENS = 24
+__all__ = ["NEW_TOKENS"]
 
 
 @pytest.fixture(autouse=True, scope="module")
@@ -27,56 +22,3 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(previous)
-
-
-@pytest.fixture(scope="session")
-def smollm2_path() -> Path:
-    return smollm2_gguf()
-
-
-@pytest.fixture(scope="session")
-def tokenizer(smollm2_path: Path) -> Tokenizer:
-    return load_tokenizer(smollm2_path)
-
-
-@pytest.fixture(scope="session")
-def smollm2(smollm2_path: Path) -> LlamaModel:
-    return load_model(smollm2_path, get_kernels("reference"), device="cpu", dtype=torch.float32)
-
-
-@pytest.fixture(scope="session")
-def hf_smollm2(smollm2_path: Path) -> Any:
-    model = transformers_module().AutoModelForCausalLM.from_pretrained(
-        smollm2_path.parent, gguf_file=smollm2_path.name, dtype=torch.float32
-    )
-    return model.eval()
-
-
-@pytest.fixture(scope="session")
-def hf_greedy(hf_smollm2: Any) -> Callable[[Sequence[int]], list[int]]:
-    """``transformers``' greedy continuation of a prompt (up to ``NEW_TOKENS``, EOS included), memoised."""
-    memo: dict[tuple[int, ...], list[int]] = {}
-
-    def generate(prompt: Sequence[int]) -> list[int]:
-        key = tuple(prompt)
-        if key not in memo:
-            ids = torch.tensor([key])
-            out = hf_smollm2.generate(
-                ids, attention_mask=torch.ones_like(ids), do_sample=False, max_new_tokens=NEW_TOKENS
-            )
-            memo[key] = out[0, len(key) :].tolist()
-        return memo[key]
-
-    return generate
-
-
-@pytest.fixture(scope="session")
-def chat_prompt(tokenizer: Tokenizer) -> Callable[..., list[int]]:
-    """Token ids of a chat rendered by the model's template, ready for the assistant's reply."""
-
-    def build(user: str, system: str | None = None) -> list[int]:
-        messages = [{"role": "system", "content": system}] if system else []
-        text = tokenizer.apply_chat_template([*messages, {"role": "user", "content": user}])
-        return tokenizer.encode(text, add_special_tokens=False).tolist()
-
-    return build
