@@ -81,8 +81,9 @@ def copy_across_devices(
 def _gather(cache_k: torch.Tensor, cache_v: torch.Tensor, ids: torch.Tensor, pinned: bool) -> torch.Tensor:
     """Blocks ``ids`` of K and V stacked into one fresh contiguous ``[2, n, *block]`` tensor."""
     pin = pinned and cache_k.device.type == "cpu"
-    staged = torch.empty((2, ids.shape[0], *cache_k.shape[1:]), dtype=cache_k.dtype, device=cache_k.device,
-                         pin_memory=pin)
+    staged = torch.empty(
+        (2, ids.shape[0], *cache_k.shape[1:]), dtype=cache_k.dtype, device=cache_k.device, pin_memory=pin
+    )
     torch.index_select(cache_k, 0, ids, out=staged[0])
     torch.index_select(cache_v, 0, ids, out=staged[1])
     return staged

@@ -53,8 +53,9 @@ def check_query(q: torch.Tensor, geometry: CacheGeometry, k_cache: torch.Tensor)
     if q.dim() != 3 or q.shape[2] != geometry.head_dim:
         raise ValueError(f"q must be [tokens, heads, {geometry.head_dim}], got {tuple(q.shape)}")
     if q.dtype != k_cache.dtype or q.device != k_cache.device:
-        raise ValueError(f"q ({q.dtype}, {q.device}) must match the cache ({k_cache.dtype}, "
-                         f"{k_cache.device})")
+        raise ValueError(
+            f"q ({q.dtype}, {q.device}) must match the cache ({k_cache.dtype}, {k_cache.device})"
+        )
     return group_size(q.shape[1], geometry)
 
 
@@ -70,8 +71,9 @@ def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor) -
 def check_block_ids(src_ids: torch.Tensor, dst_ids: torch.Tensor) -> int:
     """Validate two 1-D integer id tensors of equal length; returns that length."""
     if src_ids.dim() != 1 or src_ids.shape != dst_ids.shape:
-        raise ValueError(f"src_ids {tuple(src_ids.shape)} and dst_ids {tuple(dst_ids.shape)} must be 1-D, "
-                         "of equal length")
+        raise ValueError(
+            f"src_ids {tuple(src_ids.shape)} and dst_ids {tuple(dst_ids.shape)} must be 1-D, of equal length"
+        )
     if src_ids.is_floating_point() or dst_ids.is_floating_point():
         raise ValueError("block ids must be integer tensors")
     return src_ids.shape[0]

@@ -13,8 +13,9 @@ def _triton() -> AttentionKernels:
     try:
         from kvgate.kernels.triton_ops.backend import TritonKernels
     except ImportError as exc:
-        raise ImportError("kernel backend 'triton' needs the triton package: pip install 'kvgate[triton]'") \
-            from exc
+        raise ImportError(
+            "kernel backend 'triton' needs the triton package: pip install 'kvgate[triton]'"
+        ) from exc
     return TritonKernels()
 
 

@@ -87,8 +87,13 @@ def _scattered_tables(needed: torch.Tensor, num_blocks: int, gen: torch.Generato
     return tables.to(torch.int32)
 
 
-def _poisoned_pool(shape: tuple[int, int, int, int], tables: torch.Tensor, lens: torch.Tensor,
-                   dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+def _poisoned_pool(
+    shape: tuple[int, int, int, int],
+    tables: torch.Tensor,
+    lens: torch.Tensor,
+    dtype: torch.dtype,
+    gen: torch.Generator,
+) -> torch.Tensor:
     """Random values in the slots the sequences own, NaN everywhere else."""
     pool = torch.randn(shape, generator=gen, device=tables.device).to(dtype)
     owned = torch.zeros(shape[0] * shape[1], dtype=torch.bool, device=tables.device)

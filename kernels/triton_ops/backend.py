@@ -63,8 +63,16 @@ class TritonKernels:
         if cu_seqlens_q.shape != (batch + 1,) or cu_seqlens_q.dtype != torch.int32:
             raise ValueError("cu_seqlens_q must be int32 [batch + 1]")
         _check_runnable(k_cache)
-        return prefill.prefill_attention(_last_contiguous(q), k_cache, v_cache, block_tables.contiguous(),
-                                         cu_seqlens_q, context_lens, scale, self.config)
+        return prefill.prefill_attention(
+            _last_contiguous(q),
+            k_cache,
+            v_cache,
+            block_tables.contiguous(),
+            cu_seqlens_q,
+            context_lens,
+            scale,
+            self.config,
+        )
 
     def decode_attention(
         self,
@@ -79,8 +87,9 @@ class TritonKernels:
         if check_block_tables(block_tables, context_lens) != q.shape[0]:
             raise ValueError("decode needs one query token per sequence")
         _check_runnable(k_cache)
-        return decode.decode_attention(_last_contiguous(q), k_cache, v_cache, block_tables.contiguous(),
-                                       context_lens, scale, self.config)
+        return decode.decode_attention(
+            _last_contiguous(q), k_cache, v_cache, block_tables.contiguous(), context_lens, scale, self.config
+        )
 
     def copy_blocks(
         self,
@@ -106,8 +115,10 @@ def _runs_here(device: torch.device) -> bool:
 
 def _check_runnable(cache: torch.Tensor) -> None:
     if not _runs_here(cache.device):
-        raise ValueError(f"triton kernels need CUDA tensors (CPU ones only under TRITON_INTERPRET=1), got "
-                         f"{cache.device}; use the 'reference' backend there")
+        raise ValueError(
+            f"triton kernels need CUDA tensors (CPU ones only under TRITON_INTERPRET=1), got "
+            f"{cache.device}; use the 'reference' backend there"
+        )
 
 
 def _kernel_can_copy(*pools: torch.Tensor) -> bool:

@@ -14,8 +14,14 @@ from kvgate.kernels.triton_ops.config import TritonConfig
 
 @triton.jit
 def _copy_blocks_kernel(
-    src_k_ptr, src_v_ptr, dst_k_ptr, dst_v_ptr, src_ids_ptr, dst_ids_ptr,
-    BLOCK_NUMEL: tl.constexpr, CHUNK: tl.constexpr,
+    src_k_ptr,
+    src_v_ptr,
+    dst_k_ptr,
+    dst_v_ptr,
+    src_ids_ptr,
+    dst_ids_ptr,
+    BLOCK_NUMEL: tl.constexpr,
+    CHUNK: tl.constexpr,
 ):
     pair = tl.program_id(0)
     offs = tl.program_id(1) * CHUNK + tl.arange(0, CHUNK)
@@ -43,8 +49,15 @@ def copy_blocks(
     chunk = min(config.copy_block, triton.next_power_of_2(block_numel))
     ids = _ids_on(src_ids, dst_ids, dst_k.device)
     _copy_blocks_kernel[(num_pairs, triton.cdiv(block_numel, chunk))](
-        src_k, src_v, dst_k, dst_v, ids[0], ids[1],
-        BLOCK_NUMEL=block_numel, CHUNK=chunk, num_warps=config.copy_num_warps,
+        src_k,
+        src_v,
+        dst_k,
+        dst_v,
+        ids[0],
+        ids[1],
+        BLOCK_NUMEL=block_numel,
+        CHUNK=chunk,
+        num_warps=config.copy_num_warps,
     )
 
 

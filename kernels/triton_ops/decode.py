@@ -20,13 +20,36 @@ from kvgate.kernels.triton_ops.tiles import LOG2E, NEG_BIG, attend_tile, load_kv
 
 @triton.jit
 def _decode_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, context_lens_ptr,
-    out_ptr, part_acc_ptr, part_ml_ptr,
-    qk_scale, split_len, num_splits,
-    stride_qb, stride_qh, stride_ob, stride_oh,
-    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_D: tl.constexpr,
-    BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, SPLIT: tl.constexpr, IEEE: tl.constexpr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    context_lens_ptr,
+    out_ptr,
+    part_acc_ptr,
+    part_ml_ptr,
+    qk_scale,
+    split_len,
+    num_splits,
+    stride_qb,
+    stride_qh,
+    stride_ob,
+    stride_oh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_vb,
+    stride_vs,
+    stride_vh,
+    stride_bt,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    SPLIT: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -52,10 +75,12 @@ def _decode_kernel(
         pos = tile_start + tl.arange(0, BLOCK_N)
         valid = pos < end
         block_ids, offsets = slot_rows(table_row, pos, valid, BLOCK_SIZE)
-        k = load_kv_tile(k_cache_ptr, block_ids, offsets, valid, kv_head, stride_kb, stride_ks, stride_kh,
-                         offs_d, mask_d)
-        v = load_kv_tile(v_cache_ptr, block_ids, offsets, valid, kv_head, stride_vb, stride_vs, stride_vh,
-                         offs_d, mask_d)
+        k = load_kv_tile(
+            k_cache_ptr, block_ids, offsets, valid, kv_head, stride_kb, stride_ks, stride_kh, offs_d, mask_d
+        )
+        v = load_kv_tile(
+            v_cache_ptr, block_ids, offsets, valid, kv_head, stride_vb, stride_vs, stride_vh, offs_d, mask_d
+        )
         m_i, l_i, acc = attend_tile(q, k, v, valid[None, :], m_i, l_i, acc, qk_scale, IEEE)
 
     if SPLIT:
@@ -74,8 +99,15 @@ def _decode_kernel(
 
 @triton.jit
 def _merge_kernel(
-    part_acc_ptr, part_ml_ptr, out_ptr, num_splits, stride_ob, stride_oh,
-    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_S: tl.constexpr,
+    part_acc_ptr,
+    part_ml_ptr,
+    out_ptr,
+    num_splits,
+    stride_ob,
+    stride_oh,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_S: tl.constexpr,
 ):
     """Grid (batch, heads): out = sum_s w_s acc_s / sum_s w_s l_s with w_s = 2^(m_s - max m)."""
     seq = tl.program_id(0).to(tl.int64)
@@ -87,8 +119,11 @@ def _merge_kernel(
     rows = (seq * tl.num_programs(1) + head) * num_splits + offs_s  # [BLOCK_S]
     m = tl.load(part_ml_ptr + rows * 2, mask=mask_s, other=NEG_BIG)
     l_s = tl.load(part_ml_ptr + rows * 2 + 1, mask=mask_s, other=0.0)
-    acc = tl.load(part_acc_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :],
-                  mask=mask_s[:, None] & mask_d[None, :], other=0.0)  # [BLOCK_S, BLOCK_D]
+    acc = tl.load(
+        part_acc_ptr + rows[:, None] * HEAD_DIM + offs_d[None, :],
+        mask=mask_s[:, None] & mask_d[None, :],
+        other=0.0,
+    )  # [BLOCK_S, BLOCK_D]
     w = tl.exp2(m - tl.max(m, axis=0))
     denom = tl.sum(w * l_s, axis=0)
     out = tl.sum(w[:, None] * acc, axis=0) / tl.where(denom > 0.0, denom, 1.0)
@@ -125,17 +160,45 @@ def decode_attention(
         part_ml = torch.empty((batch, num_heads, splits, 2), dtype=torch.float32, device=q.device)
     group = num_heads // num_kv_heads
     _decode_kernel[(batch, num_kv_heads, splits)](
-        q, k_cache, v_cache, block_tables, context_lens, out, part_acc, part_ml,
-        scale * LOG2E, split_len, splits,
-        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        *k_cache.stride()[:3], *v_cache.stride()[:3], block_tables.stride(0),
-        GROUP=group, HEAD_DIM=head_dim, BLOCK_G=pow2_at_least(group), BLOCK_D=pow2_at_least(head_dim),
-        BLOCK_N=config.decode_block_n, BLOCK_SIZE=block_size, SPLIT=splits > 1,
-        IEEE=q.dtype == torch.float32, num_warps=config.decode_num_warps, num_stages=config.decode_num_stages,
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        context_lens,
+        out,
+        part_acc,
+        part_ml,
+        scale * LOG2E,
+        split_len,
+        splits,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        *k_cache.stride()[:3],
+        *v_cache.stride()[:3],
+        block_tables.stride(0),
+        GROUP=group,
+        HEAD_DIM=head_dim,
+        BLOCK_G=pow2_at_least(group),
+        BLOCK_D=pow2_at_least(head_dim),
+        BLOCK_N=config.decode_block_n,
+        BLOCK_SIZE=block_size,
+        SPLIT=splits > 1,
+        IEEE=q.dtype == torch.float32,
+        num_warps=config.decode_num_warps,
+        num_stages=config.decode_num_stages,
     )
     if splits > 1:
         _merge_kernel[(batch, num_heads)](
-            part_acc, part_ml, out, splits, out.stride(0), out.stride(1),
-            HEAD_DIM=head_dim, BLOCK_D=pow2_at_least(head_dim), BLOCK_S=pow2_at_least(splits, 2),
+            part_acc,
+            part_ml,
+            out,
+            splits,
+            out.stride(0),
+            out.stride(1),
+            HEAD_DIM=head_dim,
+            BLOCK_D=pow2_at_least(head_dim),
+            BLOCK_S=pow2_at_least(splits, 2),
         )
     return out

@@ -36,12 +36,34 @@ def _find_sequence(cu_seqlens_ptr, tile, num_seqs, BLOCK_Q: tl.constexpr):
 
 @triton.jit
 def _prefill_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, block_tables_ptr, cu_seqlens_ptr, context_lens_ptr, out_ptr,
-    qk_scale, num_seqs,
-    stride_qt, stride_qh, stride_ot, stride_oh,
-    stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh, stride_bt,
-    GROUP: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_G: tl.constexpr, BLOCK_Q: tl.constexpr,
-    BLOCK_D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_SIZE: tl.constexpr, IEEE: tl.constexpr,
+    q_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    block_tables_ptr,
+    cu_seqlens_ptr,
+    context_lens_ptr,
+    out_ptr,
+    qk_scale,
+    num_seqs,
+    stride_qt,
+    stride_qh,
+    stride_ot,
+    stride_oh,
+    stride_kb,
+    stride_ks,
+    stride_kh,
+    stride_vb,
+    stride_vs,
+    stride_vh,
+    stride_bt,
+    GROUP: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_G: tl.constexpr,
+    BLOCK_Q: tl.constexpr,
+    BLOCK_D: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+    BLOCK_SIZE: tl.constexpr,
+    IEEE: tl.constexpr,
 ):
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -62,8 +84,11 @@ def _prefill_kernel(
     mask_d = offs_d < HEAD_DIM
     mask_q = ((tok < q_len) & (group_idx < GROUP))[:, None] & mask_d[None, :]
     q_rows = (q_start + tok).to(tl.int64)
-    q = tl.load(q_ptr + q_rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :],
-                mask=mask_q, other=0.0)
+    q = tl.load(
+        q_ptr + q_rows[:, None] * stride_qt + heads[:, None] * stride_qh + offs_d[None, :],
+        mask=mask_q,
+        other=0.0,
+    )
     q_pos = prefix_len + tok  # absolute position of each row's token
 
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_bt
@@ -75,10 +100,12 @@ def _prefill_kernel(
         pos = tile_start + tl.arange(0, BLOCK_N)
         valid = pos < kv_end
         block_ids, offsets = slot_rows(table_row, pos, valid, BLOCK_SIZE)
-        k = load_kv_tile(k_cache_ptr, block_ids, offsets, valid, kv_head, stride_kb, stride_ks, stride_kh,
-                         offs_d, mask_d)
-        v = load_kv_tile(v_cache_ptr, block_ids, offsets, valid, kv_head, stride_vb, stride_vs, stride_vh,
-                         offs_d, mask_d)
+        k = load_kv_tile(
+            k_cache_ptr, block_ids, offsets, valid, kv_head, stride_kb, stride_ks, stride_kh, offs_d, mask_d
+        )
+        v = load_kv_tile(
+            v_cache_ptr, block_ids, offsets, valid, kv_head, stride_vb, stride_vs, stride_vh, offs_d, mask_d
+        )
         allowed = valid[None, :] & (pos[None, :] <= q_pos[:, None])
         m_i, l_i, acc = attend_tile(q, k, v, allowed, m_i, l_i, acc, qk_scale, IEEE)
 
@@ -108,12 +135,31 @@ def prefill_attention(
     block_g = pow2_at_least(group, 1)
     block_q = max(1, config.prefill_block_m // block_g)  # BLOCK_Q * BLOCK_G >= 16 rows for tl.dot
     _prefill_kernel[(total_q // block_q + batch, num_kv_heads)](
-        q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, out,
-        scale * LOG2E, batch,
-        q.stride(0), q.stride(1), out.stride(0), out.stride(1),
-        *k_cache.stride()[:3], *v_cache.stride()[:3], block_tables.stride(0),
-        GROUP=group, HEAD_DIM=head_dim, BLOCK_G=block_g, BLOCK_Q=block_q, BLOCK_D=pow2_at_least(head_dim),
-        BLOCK_N=config.prefill_block_n, BLOCK_SIZE=block_size, IEEE=q.dtype == torch.float32,
-        num_warps=config.prefill_num_warps, num_stages=config.prefill_num_stages,
+        q,
+        k_cache,
+        v_cache,
+        block_tables,
+        cu_seqlens_q,
+        context_lens,
+        out,
+        scale * LOG2E,
+        batch,
+        q.stride(0),
+        q.stride(1),
+        out.stride(0),
+        out.stride(1),
+        *k_cache.stride()[:3],
+        *v_cache.stride()[:3],
+        block_tables.stride(0),
+        GROUP=group,
+        HEAD_DIM=head_dim,
+        BLOCK_G=block_g,
+        BLOCK_Q=block_q,
+        BLOCK_D=pow2_at_least(head_dim),
+        BLOCK_N=config.prefill_block_n,
+        BLOCK_SIZE=block_size,
+        IEEE=q.dtype == torch.float32,
+        num_warps=config.prefill_num_warps,
+        num_stages=config.prefill_num_stages,
     )
     return out

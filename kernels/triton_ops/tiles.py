@@ -26,8 +26,9 @@ def slot_rows(table_row_ptr, pos, valid, BLOCK_SIZE: tl.constexpr):
 
 
 @triton.jit
-def load_kv_tile(cache_ptr, block_ids, offsets, valid, kv_head, stride_block, stride_slot, stride_head,
-                 offs_d, mask_d):
+def load_kv_tile(
+    cache_ptr, block_ids, offsets, valid, kv_head, stride_block, stride_slot, stride_head, offs_d, mask_d
+):
     """Rows (block_ids, offsets) [BLOCK_N] of one kv head -> [BLOCK_N, BLOCK_D]; rows where ``valid`` is
     false and columns past head_dim read as 0 and never touch memory."""
     rows = block_ids * stride_block + offsets * stride_slot + kv_head * stride_head

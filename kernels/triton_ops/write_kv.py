@@ -12,10 +12,25 @@ from kvgate.kernels.triton_ops.config import pow2_at_least
 
 @triton.jit
 def _write_kv_kernel(
-    k_ptr, v_ptr, k_cache_ptr, v_cache_ptr, slot_ptr,
-    stride_kt, stride_kh, stride_vt, stride_vh,
-    stride_ckb, stride_cks, stride_ckh, stride_cvb, stride_cvs, stride_cvh,
-    NUM_KV_HEADS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr,
+    k_ptr,
+    v_ptr,
+    k_cache_ptr,
+    v_cache_ptr,
+    slot_ptr,
+    stride_kt,
+    stride_kh,
+    stride_vt,
+    stride_vh,
+    stride_ckb,
+    stride_cks,
+    stride_ckh,
+    stride_cvb,
+    stride_cvs,
+    stride_cvh,
+    NUM_KV_HEADS: tl.constexpr,
+    HEAD_DIM: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    BLOCK_D: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
 ):
     token = tl.program_id(0).to(tl.int64)
@@ -47,9 +62,20 @@ def write_kv(
     if num_tokens == 0:
         return
     _write_kv_kernel[(num_tokens,)](
-        k, v, k_cache, v_cache, slot_mapping,
-        k.stride(0), k.stride(1), v.stride(0), v.stride(1),
-        *k_cache.stride()[:3], *v_cache.stride()[:3],
-        NUM_KV_HEADS=num_kv_heads, HEAD_DIM=head_dim, BLOCK_H=pow2_at_least(num_kv_heads, 1),
-        BLOCK_D=pow2_at_least(head_dim, 1), BLOCK_SIZE=k_cache.shape[1],
+        k,
+        v,
+        k_cache,
+        v_cache,
+        slot_mapping,
+        k.stride(0),
+        k.stride(1),
+        v.stride(0),
+        v.stride(1),
+        *k_cache.stride()[:3],
+        *v_cache.stride()[:3],
+        NUM_KV_HEADS=num_kv_heads,
+        HEAD_DIM=head_dim,
+        BLOCK_H=pow2_at_least(num_kv_heads, 1),
+        BLOCK_D=pow2_at_least(head_dim, 1),
+        BLOCK_SIZE=k_cache.shape[1],
     )
