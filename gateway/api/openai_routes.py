@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from kvgate.gateway.api import openai_format as fmt
 from kvgate.gateway.api.openai_schemas import ChatCompletionRequest, CompletionRequest
-from kvgate.gateway.api.streaming import collect, stream_response
+from kvgate.gateway.api.streaming import Events, collect, stream_response
 from kvgate.gateway.prepare import Generation, Preparer
 from kvgate.gateway.textgen import TextDelta, TextDone, TextGenerator
 
@@ -24,6 +25,33 @@ def _sampling(body: ChatCompletionRequest | CompletionRequest, max_tokens: int |
         "max_tokens": max_tokens,
         "ignore_eos": body.ignore_eos or None,
     }
+
+
+Renderer = Callable[[TextDelta | TextDone], list[bytes]]
+
+
+def openai_generation(
+    body: ChatCompletionRequest | CompletionRequest, ids: np.ndarray, max_tokens: int | None
+) -> Generation:
+    """The generation an OpenAI request body asks for."""
+    return Generation(
+        body.model, _sampling(body, max_tokens), ids, tuple(body.stop_list()), cache_key=body.prompt_cache_key
+    )
+
+
+async def _answer(
+    events: Events,
+    body: ChatCompletionRequest | CompletionRequest,
+    rid: str,
+    to_json: Callable[[str, str, str, TextDone], dict[str, Any]],
+    renderer: Callable[[str, str, bool], Renderer],
+) -> JSONResponse | StreamingResponse:
+    """The whole answer as JSON, or the stream as server-sent events."""
+    if not body.stream:
+        text, done = await collect(events)
+        return JSONResponse(to_json(rid, body.model, text, done))
+    usage = body.stream_options is not None and body.stream_options.include_usage
+    return await stream_response(events, renderer(rid, body.model, usage))
 
 
 def build_openai_router(preparer: Preparer, generator: TextGenerator, model_name: str) -> APIRouter:
@@ -40,50 +68,26 @@ def build_openai_router(preparer: Preparer, generator: TextGenerator, model_name
     @router.post("/v1/chat/completions", response_model=None)
     async def chat(body: ChatCompletionRequest) -> JSONResponse | StreamingResponse:
         preparer.check_model(body.model)
-        messages = [{"role": m.role, "content": m.text()} for m in body.messages]
-        ids = await preparer.chat_prompt(messages)
-        job = preparer.job(
-            Generation(
-                body.model,
-                _sampling(body, body.limit),
-                ids,
-                tuple(body.stop_list()),
-                cache_key=body.prompt_cache_key,
-            )
+        ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in body.messages])
+        job = preparer.job(openai_generation(body, ids, body.limit))
+        return await _answer(
+            generator.stream(job), body, f"chatcmpl-{job.request_id}", fmt.chat_response, _chat_renderer
         )
-        rid = f"chatcmpl-{job.request_id}"
-        events = generator.stream(job)
-        if not body.stream:
-            text, done = await collect(events)
-            return JSONResponse(fmt.chat_response(rid, body.model, text, done))
-        usage = body.stream_options is not None and body.stream_options.include_usage
-        return await stream_response(events, _chat_renderer(rid, body.model, usage))
 
     @router.post("/v1/completions", response_model=None)
     async def completions(body: CompletionRequest) -> JSONResponse | StreamingResponse:
         preparer.check_model(body.model)
         ids = await preparer.text_prompt(body.prompt)
-        job = preparer.job(
-            Generation(
-                body.model,
-                _sampling(body, body.max_tokens),
-                ids,
-                tuple(body.stop_list()),
-                cache_key=body.prompt_cache_key,
-            )
+        job = preparer.job(openai_generation(body, ids, body.max_tokens))
+        return await _answer(
+            generator.stream(job),
+            body,
+            f"cmpl-{job.request_id}",
+            fmt.completion_response,
+            _completion_renderer,
         )
-        rid = f"cmpl-{job.request_id}"
-        events = generator.stream(job)
-        if not body.stream:
-            text, done = await collect(events)
-            return JSONResponse(fmt.completion_response(rid, body.model, text, done))
-        usage = body.stream_options is not None and body.stream_options.include_usage
-        return await stream_response(events, _completion_renderer(rid, body.model, usage))
 
     return router
-
-
-Renderer = Callable[[TextDelta | TextDone], list[bytes]]
 
 
 def _chat_renderer(rid: str, model: str, include_usage: bool) -> Renderer:

@@ -8,8 +8,9 @@ from fastapi import APIRouter, Body
 from pydantic import ValidationError
 
 from kvgate.gateway.api.errors import bad_request
+from kvgate.gateway.api.openai_routes import openai_generation
 from kvgate.gateway.api.openai_schemas import ChatCompletionRequest, CompletionRequest
-from kvgate.gateway.prepare import Generation, Preparer
+from kvgate.gateway.prepare import Preparer
 from kvgate.gateway.routing.router import Routed
 from kvgate.gateway.upstream.dispatch import Dispatcher
 from kvgate.gateway.upstream.job import Job
@@ -29,36 +30,19 @@ def build_route_router(preparer: Preparer, dispatcher: Dispatcher, chunk_size: i
 
 
 async def _job(preparer: Preparer, body: dict[str, Any]) -> Job:
+    """The job a chat (``messages``) or completion (``prompt``) body would run."""
     try:
-        if "messages" in body:
-            chat = ChatCompletionRequest.model_validate(body)
-            ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in chat.messages])
-            preparer.check_model(chat.model)
-            return preparer.job(
-                Generation(
-                    chat.model,
-                    {"max_tokens": chat.limit},
-                    ids,
-                    tuple(chat.stop_list()),
-                    cache_key=chat.prompt_cache_key,
-                )
-            )
-        text = CompletionRequest.model_validate(body)
+        request = (ChatCompletionRequest if "messages" in body else CompletionRequest).model_validate(body)
     except ValidationError as exc:
         first = exc.errors()[0]
         param = ".".join(str(p) for p in first["loc"]) or None
         raise bad_request(f"{param}: {first['msg']}" if param else first["msg"], param) from exc
-    preparer.check_model(text.model)
-    ids = await preparer.text_prompt(text.prompt)
-    return preparer.job(
-        Generation(
-            text.model,
-            {"max_tokens": text.max_tokens},
-            ids,
-            tuple(text.stop_list()),
-            cache_key=text.prompt_cache_key,
-        )
-    )
+    preparer.check_model(request.model)
+    if isinstance(request, ChatCompletionRequest):
+        ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in request.messages])
+        return preparer.job(openai_generation(request, ids, request.limit))
+    ids = await preparer.text_prompt(request.prompt)
+    return preparer.job(openai_generation(request, ids, request.max_tokens))
 
 
 def explain(job: Job, routed: Routed, chunk_size: int) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Session fixtures: the default model's tokenizer, ours and ``transformers``' (both from the same GGUF)."""
+"""Session fixtures: ``transformers``' tokenizer of the default model (ours, ``tokenizer``, and the GGUF
+path, ``smollm2_path``, are session fixtures of tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,7 @@ from typing import Any
 
 import pytest
 
-from kvgate.tokenizer import Tokenizer, load_tokenizer
-from tests.tokenizer.default_model import smollm2_gguf, transformers_module
-
-
-@pytest.fixture(scope="session")
-def smollm2_path() -> Path:
-    return smollm2_gguf()
-
-
-@pytest.fixture(scope="session")
-def tokenizer(smollm2_path: Path) -> Tokenizer:
-    return load_tokenizer(smollm2_path)
+from tests.tokenizer.default_model import transformers_module
 
 
 @pytest.fixture(scope="session")
