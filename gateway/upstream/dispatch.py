@@ -65,12 +65,14 @@ class Dispatcher:
         self._max_attempts = max_attempts
         self._quarantine_s = quarantine_s
 
-    async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> Routed:
-        """Routes ``job`` (recording the decision); NoWorkersError when no worker is routable."""
+    async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> tuple[Routed, WorkerInfo]:
+        """Routes ``job`` (recording the decision); NoWorkersError when no worker is routable. Returns
+        the chosen worker's registration as it was when chosen (it may be quarantined meanwhile)."""
         workers = self._routable(exclude)
-        return await self._router.route(
+        routed = await self._router.route(
             job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
         )
+        return routed, next(w.info for w in workers if w.info.worker_id == routed.decision.worker_id)
 
     async def preview(self, job: Job) -> Routed:
         """The decision :meth:`route` would make, recording nothing (the dry-run view)."""
@@ -95,12 +97,11 @@ class Dispatcher:
         last = grpc.StatusCode.UNAVAILABLE
         for attempt in range(1, self._max_attempts + 1):
             try:
-                routed = await self.route(job, frozenset(excluded))
+                routed, info = await self.route(job, frozenset(excluded))
             except NoWorkersError:
                 if not excluded:
                     raise
                 break  # every worker was tried
-            info = self._info(routed.decision.worker_id)
             try:
                 # aclosing: when our consumer stops, the attempt's finally cancels the call now
                 async with contextlib.aclosing(self._attempt(job, routed, info, attempt)) as items:
@@ -116,12 +117,14 @@ class Dispatcher:
         raise NoWorkersError(f"no worker could serve the request ({len(excluded)} tried)")
 
     async def _attempt(self, job: Job, routed: Routed, info: WorkerInfo, attempt: int) -> AsyncIterator:
-        call = self._channels.stub(info).Generate(_request(job, routed), timeout=_timeout(job))
+        """One worker's stream. However it ends, the router hears that the prefill is over and the
+        call is cancelled (a no-op when it finished; an abort on the worker when the client left)."""
+        call: grpc.aio.UnaryStreamCall | None = None
         prefill_open = True
         try:
+            call = self._channels.stub(info).Generate(_request(job, routed), timeout=_timeout(job))
             async for msg in call:
-                if prefill_open:
-                    prefill_open = self._close_prefill(routed, job)
+                prefill_open = prefill_open and self._close_prefill(routed)
                 if msg.HasField("final"):
                     yield _done(msg.final, routed, attempt)
                     return
@@ -131,15 +134,14 @@ class Dispatcher:
             raise _classify(exc, info, first_token_sent=not prefill_open) from exc
         finally:
             if prefill_open:
-                self._close_prefill(routed, job)
-            call.cancel()  # no-op when finished; aborts the worker's sequence when the client left
+                self._close_prefill(routed)
+            if call is not None:
+                call.cancel()
 
-    def _close_prefill(self, routed: Routed, job: Job) -> bool:
+    def _close_prefill(self, routed: Routed) -> bool:
+        """Tells the router the request's prefill is over; returns False (prefill no longer open)."""
         self._router.prefill_done(routed)
         return False
-
-    def _info(self, worker_id: WorkerId) -> WorkerInfo:
-        return next(w.info for w in self._directory.live() if w.info.worker_id == worker_id)
 
     async def _on_failure(self, info: WorkerInfo, code: grpc.StatusCode) -> None:
         log.warning("worker %s failed before the first token (%s); re-routing", info.worker_id, code.name)

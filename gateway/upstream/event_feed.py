@@ -173,7 +173,8 @@ class EventFeed:
 
     async def _lost(self, address: str, state: FeedState, exc: Exception) -> None:
         """The worker is unreachable or its incarnation ended: drop what it held from the index."""
-        log.warning("worker at %s lost (%s); purging it and reconnecting", address, _describe(exc))
+        level = logging.WARNING if state.synced else logging.DEBUG  # once per loss, not per retry
+        log.log(level, "worker at %s lost (%s); purging it and reconnecting", address, _describe(exc))
         if state.info is not None:
             with contextlib.suppress(IndexUnavailableError):
                 await self._index.purge(state.info.worker_id)

@@ -42,6 +42,7 @@ class Cluster:
     directory: WorkerDirectory
     index: MemoryPrefixIndex
     channels: ChannelPool
+    router: Router
 
     def worker(self, worker_id: str) -> ScriptedWorker:
         return next(w for w in self.workers if w.worker_id == worker_id)
@@ -57,7 +58,7 @@ async def cluster() -> AsyncIterator[Cluster]:
         index, get_policy("kvgate"), get_policy("least_loaded"), CONFIG.chunk_size, 2.0, SystemClock()
     )
     channels = ChannelPool()
-    yield Cluster(workers, Dispatcher(directory, router, channels, index), directory, index, channels)
+    yield Cluster(workers, Dispatcher(directory, router, channels, index), directory, index, channels, router)
     await channels.close()
     for worker in workers:
         await worker.stop()
@@ -177,3 +178,24 @@ async def test_a_worker_with_another_fingerprint_is_refused(cluster: Cluster) ->
     assert "w9" not in {w.info.worker_id for w in cluster.directory.live()}
     assert "w9" in cluster.directory.rejected
     await stranger.stop()
+
+
+async def test_a_deadline_already_past_fails_without_leaking_in_flight_work(cluster: Cluster) -> None:
+    late = job(seed=8)
+    late = Job(
+        late.request_id,
+        late.token_ids,
+        late.hashes,
+        late.sampling,
+        late.request_key,
+        deadline_s=time.monotonic() - 1,
+    )
+    with pytest.raises(DeadlineError):
+        await collect(cluster.dispatcher, late)
+    assert all(cluster.router.inflight_tokens(w.worker_id) == 0 for w in cluster.workers)
+
+
+async def test_finished_requests_leave_no_in_flight_work(cluster: Cluster) -> None:
+    for seed in range(5):
+        await collect(cluster.dispatcher, job(seed=20 + seed))
+    assert all(cluster.router.inflight_tokens(w.worker_id) == 0 for w in cluster.workers)
