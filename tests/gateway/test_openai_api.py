@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 
 import httpx
@@ -112,9 +113,30 @@ async def test_malformed_and_oversized_bodies(live: LiveGateway) -> None:
         huge = await http.post(
             "/v1/chat/completions", content=b"x" * 300_000, headers={"content-type": "application/json"}
         )
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for _ in range(40):
+            yield b"x" * 10_000
+
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        chunked = await http.post(
+            "/v1/chat/completions", content=chunks(), headers={"content-type": "application/json"}
+        )
+        valid = json.dumps({"model": MODEL, "messages": chat("hi"), "max_tokens": 2}).encode()
+
+        async def valid_chunks() -> AsyncIterator[bytes]:
+            yield valid[:10]
+            yield valid[10:]
+
+        small_chunked = await http.post(
+            "/v1/chat/completions", content=valid_chunks(), headers={"content-type": "application/json"}
+        )
     assert broken.status_code == 400
     assert broken.json()["error"]["type"] == "invalid_request_error"
     assert huge.status_code == 413
+    assert chunked.status_code == 413  # no Content-Length: counted as it arrives
+    assert chunked.json()["error"]["code"] == "body_too_large"
+    assert small_chunked.status_code == 200  # a chunked body under the limit is replayed intact
 
 
 async def test_busy_and_missing_workers_get_retry_after(live: LiveGateway) -> None:
