@@ -6,7 +6,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kvgate.cli import explain_cmd, fingerprint_cmd, hash_cmd, index_cmd, simulate_cmd, version_cmd
+from kvgate.cli import bench_cmd, explain_cmd, fingerprint_cmd, hash_cmd, index_cmd, simulate_cmd, version_cmd
 
 # name -> module exposing ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``
 COMMANDS = {
@@ -16,6 +16,7 @@ COMMANDS = {
     "index": index_cmd,
     "simulate": simulate_cmd,
     "explain": explain_cmd,
+    "bench": bench_cmd,
 }
 
 
