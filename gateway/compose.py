@@ -16,6 +16,7 @@ from fastapi import FastAPI
 from kvgate.clock import Clock, SystemClock
 from kvgate.gateway.api.app import create_app
 from kvgate.gateway.grpc_front import GatewayServicer
+from kvgate.gateway.metrics import GatewayMetrics
 from kvgate.gateway.prepare import Preparer
 from kvgate.gateway.routing import get_policy
 from kvgate.gateway.routing.router import Router
@@ -39,6 +40,7 @@ class Gateway:
     dispatcher: Dispatcher
     directory: WorkerDirectory
     router: Router
+    metrics: GatewayMetrics
 
     def grpc_servicer(self) -> GatewayServicer:
         """The public gRPC service over the same services as the HTTP app."""
@@ -71,7 +73,8 @@ def build_gateway(
         clock,
     )
     channels = ChannelPool()
-    dispatcher = Dispatcher(directory, router, channels, index, settings.max_attempts)
+    metrics = GatewayMetrics(settings.model_name, settings.policy, settings.cache.chunk_size)
+    dispatcher = Dispatcher(directory, router, channels, index, settings.max_attempts, metrics=metrics)
     preparer = Preparer(settings, tokenizer)
     generator = TextGenerator(dispatcher, tokenizer)
 
@@ -88,5 +91,5 @@ def build_gateway(
             await router.drain()
             await channels.close()
 
-    app = create_app(settings, preparer, generator, dispatcher, directory, lifespan)
-    return Gateway(settings, app, preparer, generator, dispatcher, directory, router)
+    app = create_app(settings, preparer, generator, dispatcher, directory, metrics, lifespan)
+    return Gateway(settings, app, preparer, generator, dispatcher, directory, router, metrics)

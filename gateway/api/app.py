@@ -7,13 +7,15 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from kvgate.gateway.api.anthropic_routes import build_anthropic_router
 from kvgate.gateway.api.body_limit import BodyLimit
 from kvgate.gateway.api.errors import install_error_handlers
 from kvgate.gateway.api.openai_routes import build_openai_router
 from kvgate.gateway.api.route_routes import build_route_router
+from kvgate.gateway.metrics import GatewayMetrics
 from kvgate.gateway.prepare import Preparer
 from kvgate.gateway.settings import GatewaySettings
 from kvgate.gateway.textgen import TextGenerator
@@ -29,6 +31,7 @@ def create_app(
     generator: TextGenerator,
     dispatcher: Dispatcher,
     directory: WorkerDirectory,
+    metrics: GatewayMetrics,
     lifespan: Lifespan | None = None,
 ) -> FastAPI:
     app = FastAPI(title="kvgate", version="0.1.0", lifespan=lifespan)
@@ -37,6 +40,11 @@ def create_app(
     app.include_router(build_openai_router(preparer, generator, settings.model_name))
     app.include_router(build_anthropic_router(preparer, generator))
     app.include_router(build_route_router(preparer, dispatcher, settings.cache.chunk_size))
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        """Prometheus exposition of this gateway's metrics."""
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
     @app.get("/health")
     async def health() -> JSONResponse:

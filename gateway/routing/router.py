@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -30,6 +31,7 @@ class Routed:
     lookup: LookupResult | None
     num_chunks: int
     ticket: int = 0  # identifies the decision's in-flight record (0: none, a preview)
+    lookup_s: float | None = None  # how long the index lookup took (None: it failed)
 
     @property
     def degraded(self) -> bool:
@@ -101,7 +103,9 @@ class Router:
         cache_key: str | None = None,
     ) -> Routed:
         """The decision :meth:`route` would make now, recording nothing (the dry-run view)."""
+        started = time.perf_counter()
         lookup = await self._lookup(hashes)
+        lookup_s = time.perf_counter() - started if lookup is not None else None
         # From here to the end of route()'s bookkeeping there is no await: concurrent requests
         # see each other's decisions through the local record.
         if lookup is not None:
@@ -109,7 +113,7 @@ class Router:
         request = self._request(prompt_tokens, workers, lookup, request_key, cache_key)
         if lookup is None:
             return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes))
-        return Routed(self._policy.choose(request), lookup, len(hashes))
+        return Routed(self._policy.choose(request), lookup, len(hashes), lookup_s=lookup_s)
 
     def prefill_done(self, routed: Routed) -> None:
         """The request's prefill finished (or the request failed): its tokens stop counting as in

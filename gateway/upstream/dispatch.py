@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 
 import grpc
 
+from kvgate.gateway.metrics import GatewayMetrics, StreamTimer
 from kvgate.gateway.routing.router import Routed, Router
 from kvgate.gateway.upstream.channels import ChannelPool
 from kvgate.gateway.upstream.directory import WorkerDirectory
@@ -57,6 +58,7 @@ class Dispatcher:
         index: PrefixIndex,
         max_attempts: int = 3,
         quarantine_s: float = 5.0,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         self._directory = directory
         self._router = router
@@ -64,6 +66,7 @@ class Dispatcher:
         self._index = index
         self._max_attempts = max_attempts
         self._quarantine_s = quarantine_s
+        self._metrics = metrics
 
     async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> tuple[Routed, WorkerInfo]:
         """Routes ``job`` (recording the decision); NoWorkersError when no worker is routable. Returns
@@ -93,6 +96,27 @@ class Dispatcher:
 
     async def stream(self, job: Job) -> AsyncIterator[Tokens | Done]:
         """Yields Tokens then exactly one Done; raises an UpstreamError subclass on failure."""
+        timer = StreamTimer(self._metrics, time.monotonic()) if self._metrics else None
+        try:
+            async with contextlib.aclosing(self._stream(job)) as items:
+                async for item in items:
+                    if timer is not None:
+                        self._observe(timer, item)
+                    yield item
+        except UpstreamError as exc:
+            if self._metrics is not None:
+                self._metrics.failed(type(exc).__name__)
+            raise
+
+    def _observe(self, timer: StreamTimer, item: Tokens | Done) -> None:
+        now = time.monotonic()
+        if isinstance(item, Tokens):
+            timer.tokens(now)
+            return
+        timer.done(now)
+        self._metrics.finished(item.routed, item.usage, item.finish_reason.value)
+
+    async def _stream(self, job: Job) -> AsyncIterator[Tokens | Done]:
         excluded: set[WorkerId] = set()
         last = grpc.StatusCode.UNAVAILABLE
         for attempt in range(1, self._max_attempts + 1):
@@ -102,6 +126,8 @@ class Dispatcher:
                 if not excluded:
                     raise
                 break  # every worker was tried
+            if self._metrics is not None:
+                self._metrics.routed(routed)
             try:
                 # aclosing: when our consumer stops, the attempt's finally cancels the call now
                 async with contextlib.aclosing(self._attempt(job, routed, info, attempt)) as items:

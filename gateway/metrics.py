@@ -1,0 +1,129 @@
+"""The gateway's Prometheus metrics: what routing promised, what the workers delivered, and what the
+users waited. One instance per gateway, on a registry of its own (no global default registry)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from kvgate.gateway.routing.router import Routed
+from kvgate.proto.sampling import Usage
+
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+_LOOKUP = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05)
+_ITL = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28)
+
+
+class GatewayMetrics:
+    """Counters are in tokens where the question is "how much prefill was saved"; label values are
+    bounded (worker ids, policy names, route reasons, tiers, a fixed list of error types)."""
+
+    def __init__(
+        self, model: str, policy: str, chunk_size: int, registry: CollectorRegistry | None = None
+    ) -> None:
+        self.registry = registry or CollectorRegistry()
+        self.model, self._policy, self._chunk_size = model, policy, chunk_size
+        r = self.registry
+        self.prompt_tokens = Counter(
+            "kvgate_prompt_tokens", "Prompt tokens served, by worker.", ["worker", "policy"], registry=r
+        )
+        self.cached_tokens = Counter(
+            "kvgate_cached_prompt_tokens",
+            "Prompt tokens whose KV was reused, by worker and tier (worker's count).",
+            ["worker", "policy", "tier"],
+            registry=r,
+        )
+        self.predicted_tokens = Counter(
+            "kvgate_predicted_cached_tokens",
+            "Cached prompt tokens the router predicted.",
+            ["worker"],
+            registry=r,
+        )
+        self.mispredicted = Counter(
+            "kvgate_cache_misprediction_tokens",
+            "Cached tokens predicted wrongly or given up, by cause.",
+            ["cause"],
+            registry=r,
+        )
+        self.decisions = Counter(
+            "kvgate_route_decisions", "Routing decisions by reason.", ["reason", "policy"], registry=r
+        )
+        self.lookup_seconds = Histogram(
+            "kvgate_index_lookup_seconds", "Prefix index lookup latency.", buckets=_LOOKUP, registry=r
+        )
+        self.degraded = Gauge("kvgate_index_degraded", "1 while the prefix index is unavailable.", registry=r)
+        self.ttft = Histogram(
+            "kvgate_time_to_first_token_seconds",
+            "Time to first token.",
+            ["model"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.itl = Histogram(
+            "kvgate_inter_token_latency_seconds",
+            "Time between token batches.",
+            ["model"],
+            buckets=_ITL,
+            registry=r,
+        )
+        self.e2e = Histogram(
+            "kvgate_request_duration_seconds",
+            "Request latency, end to end.",
+            ["model"],
+            buckets=_LATENCY,
+            registry=r,
+        )
+        self.requests = Counter(
+            "kvgate_requests", "Finished requests by finish reason.", ["model", "finish_reason"], registry=r
+        )
+        self.errors = Counter("kvgate_request_errors", "Failed requests by error type.", ["type"], registry=r)
+
+    def routed(self, routed: Routed) -> None:
+        """A decision was made."""
+        self.decisions.labels(routed.decision.reason.value, self._policy).inc()
+        self.degraded.set(1 if routed.degraded else 0)
+        if routed.lookup_s is not None:
+            self.lookup_seconds.observe(routed.lookup_s)
+        if routed.lookup is not None:
+            given_up = (routed.lookup.longest - routed.decision.matched_chunks) * self._chunk_size
+            if given_up > 0:
+                self.mispredicted.labels("routed_elsewhere_for_load").inc(given_up)
+
+    def finished(self, routed: Routed, usage: Usage, finish_reason: str) -> None:
+        """A request ended normally; ``usage`` is the worker's own count."""
+        worker = routed.decision.worker_id
+        predicted = routed.decision.predicted_cached_tokens
+        self.prompt_tokens.labels(worker, self._policy).inc(usage.prompt_tokens)
+        self.cached_tokens.labels(worker, self._policy, "gpu").inc(usage.cached_gpu_tokens)
+        self.cached_tokens.labels(worker, self._policy, "cpu").inc(usage.cached_cpu_tokens)
+        self.predicted_tokens.labels(worker).inc(predicted)
+        if predicted > usage.cached_tokens:
+            self.mispredicted.labels("stale_or_evicted").inc(predicted - usage.cached_tokens)
+        elif usage.cached_tokens - predicted >= self._chunk_size:
+            self.mispredicted.labels("unknown_to_index").inc(usage.cached_tokens - predicted)
+        self.requests.labels(self.model, finish_reason).inc()
+
+    def failed(self, error_type: str) -> None:
+        self.errors.labels(error_type).inc()
+
+    def exposition(self) -> bytes:
+        """The registry in the Prometheus text format."""
+        return generate_latest(self.registry)
+
+
+class StreamTimer:
+    """Times one request's stream: TTFT at the first token batch, then the gaps between batches."""
+
+    def __init__(self, metrics: GatewayMetrics, started: float) -> None:
+        self._metrics, self._model = metrics, metrics.model
+        self._started = started
+        self._last: float | None = None
+
+    def tokens(self, now: float) -> None:
+        if self._last is None:
+            self._metrics.ttft.labels(self._model).observe(now - self._started)
+        else:
+            self._metrics.itl.labels(self._model).observe(now - self._last)
+        self._last = now
+
+    def done(self, now: float) -> None:
+        self._metrics.e2e.labels(self._model).observe(now - self._started)

@@ -1,0 +1,66 @@
+"""Prometheus metrics after known traffic: every figure checked against what the requests did."""
+
+from __future__ import annotations
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.gateway.conftest import MODEL, LiveGateway
+from tests.gateway.test_openai_api import chat
+from tests.support.scripted_worker import Mode
+
+
+async def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    async with httpx.AsyncClient(base_url=url) as http:
+        reply = await http.get("/metrics")
+    assert reply.headers["content-type"].startswith("text/plain")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(reply.text)
+        for s in family.samples
+    }
+
+
+def value(samples: dict, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_two_identical_long_requests_show_the_hit_on_the_second(live: LiveGateway) -> None:
+    body = {"model": MODEL, "messages": chat("Same question."), "max_tokens": 4}
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        first = (await http.post("/v1/chat/completions", json=body)).json()
+        second = (await http.post("/v1/chat/completions", json=body)).json()
+    worker = second["kvgate"]["worker"]
+    prompt = first["usage"]["prompt_tokens"]
+    cached = second["usage"]["prompt_tokens_details"]["cached_tokens"]
+    assert cached == (prompt // 128) * 128  # every full chunk of the repeated prompt
+
+    samples = await scrape(live.url)
+
+    policy = {"worker": worker, "policy": "kvgate"}
+    assert value(samples, "kvgate_prompt_tokens_total", **policy) == 2 * prompt
+    assert value(samples, "kvgate_cached_prompt_tokens_total", **policy, tier="gpu") == cached
+    assert value(samples, "kvgate_cached_prompt_tokens_total", **policy, tier="cpu") == 0
+    assert value(samples, "kvgate_predicted_cached_tokens_total", worker=worker) == cached
+    assert value(samples, "kvgate_route_decisions_total", reason="load_balanced", policy="kvgate") == 1
+    assert value(samples, "kvgate_route_decisions_total", reason="cache_hit", policy="kvgate") == 1
+    assert value(samples, "kvgate_requests_total", model=MODEL, finish_reason="length") == 2
+    assert value(samples, "kvgate_time_to_first_token_seconds_count", model=MODEL) == 2
+    assert value(samples, "kvgate_request_duration_seconds_count", model=MODEL) == 2
+    assert value(samples, "kvgate_inter_token_latency_seconds_count", model=MODEL) == 2 * 3  # 4 batches each
+    assert value(samples, "kvgate_index_lookup_seconds_count") == 2
+    assert value(samples, "kvgate_index_degraded") == 0
+    assert value(samples, "kvgate_cache_misprediction_tokens_total", cause="stale_or_evicted") == 0
+
+
+async def test_failures_are_counted_by_type(live: LiveGateway) -> None:
+    for worker in live.workers:
+        worker.mode = Mode.BUSY
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        reply = await http.post(
+            "/v1/chat/completions", json={"model": MODEL, "messages": chat("x"), "max_tokens": 2}
+        )
+    assert reply.status_code == 429
+    samples = await scrape(live.url)
+    assert value(samples, "kvgate_request_errors_total", type="WorkersBusyError") == 1
+    assert value(samples, "kvgate_requests_total", model=MODEL, finish_reason="length") == 0
