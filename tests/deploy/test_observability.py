@@ -1,0 +1,64 @@
+"""The Grafana dashboard and the alert rules query metrics that exist (the gateway's, from its own
+registry) or are declared for the worker exporter."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import yaml
+
+from kvgate.gateway.metrics import GatewayMetrics
+
+DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
+# Worker-exporter metrics the dashboard and alerts already use (the worker side adds them).
+PLANNED_WORKER_METRICS = {"kvgate_worker_blocks"}
+BUILTIN = {"up"}
+
+
+def gateway_metric_names() -> set[str]:
+    suffixes = {"counter": ("_total",), "histogram": ("_bucket", "_count", "_sum"), "gauge": ("",)}
+    return {
+        family.name + suffix
+        for family in GatewayMetrics("m", "kvgate", 128).registry.collect()
+        for suffix in suffixes[family.type]
+    }
+
+
+def metric_names(expr: str) -> set[str]:
+    return {m for m in re.findall(r"\b(kvgate_[a-z_]+|up)\b", expr)}
+
+
+def dashboard_exprs() -> list[str]:
+    dash = json.loads((DEPLOY / "grafana" / "kvgate-dashboard.json").read_text())
+    return [t["expr"] for p in dash["panels"] for t in p["targets"]]
+
+
+def alert_exprs() -> list[str]:
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
+    return [r["expr"] for g in rules["groups"] for r in g["rules"]]
+
+
+def test_every_queried_metric_exists() -> None:
+    known = gateway_metric_names() | PLANNED_WORKER_METRICS | BUILTIN
+    for expr in dashboard_exprs() + alert_exprs():
+        assert metric_names(expr) <= known, expr
+
+
+def test_the_dashboard_shows_hit_rates_and_latencies() -> None:
+    dash = json.loads((DEPLOY / "grafana" / "kvgate-dashboard.json").read_text())
+    titles = {p["title"] for p in dash["panels"]}
+    assert {"Token hit rate (overall)", "Token hit rate per worker", "TTFT"} <= titles
+    assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
+
+
+def test_alert_rules_cover_the_failure_modes() -> None:
+    rules = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
+    names = {r["alert"] for g in rules["groups"] for r in g["rules"]}
+    assert {
+        "KvgateHitRateDropped",
+        "KvgateWorkerDown",
+        "KvgateIndexDegraded",
+        "KvgateKvPoolExhausted",
+    } <= names
