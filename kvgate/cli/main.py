@@ -6,7 +6,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kvgate.cli import bench_cmd, explain_cmd, fingerprint_cmd, hash_cmd, index_cmd, simulate_cmd, version_cmd
+from kvgate.cli import (
+    bench_cmd,
+    explain_cmd,
+    fingerprint_cmd,
+    hash_cmd,
+    index_cmd,
+    simulate_cmd,
+    top_cmd,
+    version_cmd,
+)
 
 # name -> module exposing ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``
 COMMANDS = {
@@ -17,6 +26,7 @@ COMMANDS = {
     "simulate": simulate_cmd,
     "explain": explain_cmd,
     "bench": bench_cmd,
+    "top": top_cmd,
 }
 
 
