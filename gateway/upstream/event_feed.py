@@ -10,9 +10,9 @@ index true for that worker, in sessions:
 
 A session ends on a refused write (GAP, unknown worker: a new session resubscribes and resyncs from the
 new snapshot), on a new epoch seen in ``Stats`` (the worker restarted: re-register), or when the worker
-cannot be reached or its stream ends (its incarnation is over): then the worker is purged from the
-index at once (its holdings are unknown) and reconnection is retried with capped backoff. A worker
-that is never seen again also drops out by its heartbeat TTL.
+cannot be reached or its stream ends (its incarnation is over): then that incarnation and all it held
+are dropped from the index at once (its holdings are unknown; ``deregister``, fenced by epoch) and
+reconnection is retried with capped backoff.
 """
 
 from __future__ import annotations
@@ -172,12 +172,16 @@ class EventFeed:
             raise _ResubscribeError(str(exc)) from exc  # an older incarnation still answering: wait
 
     async def _lost(self, address: str, state: FeedState, exc: Exception) -> None:
-        """The worker is unreachable or its incarnation ended: drop what it held from the index."""
+        """The worker is unreachable or its incarnation ended: drop it and all it held from the index.
+
+        Fenced by epoch (``deregister``, not ``purge``): a worker restarted elsewhere under a new epoch
+        and followed at its new address must not lose its entry to the old address's feed."""
         level = logging.WARNING if state.synced else logging.DEBUG  # once per loss, not per retry
-        log.log(level, "worker at %s lost (%s); purging it and reconnecting", address, _describe(exc))
+        log.log(level, "worker at %s lost (%s); dropping it and reconnecting", address, _describe(exc))
         if state.info is not None:
             with contextlib.suppress(IndexUnavailableError):
-                await self._index.purge(state.info.worker_id)
+                await self._index.deregister(state.info.worker_id, state.info.epoch)
+            state.info = None
 
 
 def _check(result: ApplyResult) -> None:

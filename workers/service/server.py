@@ -1,0 +1,148 @@
+"""``WorkerServer``: the composition root of one worker incarnation.
+
+``start`` loads the engine (off the event loop), wires the engine loop, the event hub, the gRPC
+server (``kvgate.v1.KVWorker`` plus ``grpc.health.v1``) and, when an index is given, the index
+publisher, and returns the bound address. ``stop`` undoes it in reverse: health NOT_SERVING,
+deregister, end the event streams, let running calls finish (``shutdown_grace_s``), stop the engine.
+
+When the engine breaks, health turns NOT_SERVING, the worker deregisters and its event streams end;
+:meth:`wait_broken` returns, and the owner (the Ray actor, the CLI) should exit the process so the
+worker is restarted under a new epoch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+import torch
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from kvgate.clock import Clock
+from kvgate.grpc_options import SERVER_OPTIONS
+from kvgate.index.base import PrefixIndex
+from kvgate.proto import worker_pb2, worker_pb2_grpc
+from kvgate.proto.workers import WorkerInfo
+from kvgate.workers.engine import LLMEngine, load_engine
+from kvgate.workers.kv import StepEventPublisher
+from kvgate.workers.service.config import WorkerConfig
+from kvgate.workers.service.engine_loop import EngineLoop
+from kvgate.workers.service.event_hub import EventHub
+from kvgate.workers.service.index_publisher import IndexPublisher
+from kvgate.workers.service.servicer import WorkerServicer
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAME = worker_pb2.DESCRIPTOR.services_by_name["KVWorker"].full_name
+_SERVING = health_pb2.HealthCheckResponse.SERVING
+_NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+class WorkerServer:
+    """One incarnation: :meth:`start` once, :meth:`stop` once. ``index``: the shared prefix index to
+    publish to (None in embedded mode, where the gateway subscribes to the event stream instead);
+    owned by the caller, who closes it after :meth:`stop`. ``clock``: the engine's (wall) clock."""
+
+    def __init__(self, index: PrefixIndex | None = None, *, clock: Clock | None = None) -> None:
+        self._index = index
+        self._clock = clock
+        self._health = health.aio.HealthServicer()
+        self._broken = asyncio.Event()
+        self._broken_task: asyncio.Task[None] | None = None
+        self._server: grpc.aio.Server | None = None
+        self._config: WorkerConfig | None = None
+        self.engine: LLMEngine | None = None  # touch it only through loop.call (its own thread)
+        self.loop: EngineLoop | None = None
+        self.hub: EventHub | None = None
+        self.publisher: IndexPublisher | None = None
+        self.info: WorkerInfo | None = None
+        self.port = 0  # the bound port, once started
+
+    @property
+    def broken(self) -> bool:
+        return self._broken.is_set()
+
+    async def start(self, config: WorkerConfig) -> str:
+        """Builds and serves the worker; returns its address (``host:port``, the port bound when
+        ``config.port`` is 0). Loading errors propagate; nothing is left running then."""
+        if self._config is not None:
+            raise RuntimeError("a WorkerServer starts once")
+        self._config = config
+        if config.torch_threads is not None:
+            torch.set_num_threads(config.torch_threads)
+        events = StepEventPublisher(config.worker_id, config.epoch)
+        self.engine = await asyncio.to_thread(
+            load_engine, config.model_path, config.engine, events,
+            clock=self._clock, with_tokenizer=config.with_tokenizer,
+        )  # fmt: skip
+        self.hub = hub = EventHub(config.worker_id, config.epoch, config.subscriber_queue)
+        self.loop = loop = EngineLoop(
+            self.engine,
+            max_in_flight=config.max_in_flight,
+            on_events=hub.publish,
+            on_broken=self._on_broken,
+            idle_tick_s=config.idle_tick_s,
+            torch_threads=config.torch_threads,
+        )
+        self._server = grpc.aio.server(options=SERVER_OPTIONS)
+        self.info = info = self._bind(self._server, config)
+        worker_pb2_grpc.add_KVWorkerServicer_to_server(WorkerServicer(loop, hub, info), self._server)
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
+        loop.start()
+        await self._server.start()
+        await self._set_health(_SERVING)
+        if self._index is not None:
+            self.publisher = IndexPublisher(
+                self._index, info, lambda: loop.stats.load, hub, heartbeat_s=config.heartbeat_s
+            )
+            self.publisher.start()
+        log.info("worker %s (epoch %d) serving on %s", info.worker_id, info.epoch, info.address)
+        return info.address
+
+    def _bind(self, server: grpc.aio.Server, config: WorkerConfig) -> WorkerInfo:
+        """Binds ``server``'s port (``self.port``); the registration record with the bound address."""
+        self.port = port = server.add_insecure_port(f"{config.host}:{config.port}")
+        cache = config.engine.cache
+        return WorkerInfo(
+            config.worker_id, config.epoch, config.address(port), cache.fingerprint(), cache.model_id,
+            config.metrics_address, config.node_id,
+        )  # fmt: skip
+
+    async def stop(self) -> None:
+        """Stops serving: NOT_SERVING, deregister, end the event streams, let running calls finish
+        within ``shutdown_grace_s``, stop the engine thread. Idempotent; safe after a failed start."""
+        await self._set_health(_NOT_SERVING)
+        await self._retire()
+        if self._broken_task is not None:
+            await self._broken_task
+        if self._server is not None:
+            grace = self._config.shutdown_grace_s if self._config else None
+            await self._server.stop(grace)
+        if self.loop is not None:
+            await self.loop.stop()
+
+    async def wait_broken(self) -> BaseException | None:
+        """Returns once the engine broke, with its exception (the owner then exits the process)."""
+        await self._broken.wait()
+        return self.loop.error if self.loop else None
+
+    async def _retire(self) -> None:
+        """Leaves the index and ends the event streams (the incarnation is over). Idempotent."""
+        if self.publisher is not None:
+            await self.publisher.stop(deregister=True)
+        if self.hub is not None:
+            self.hub.close()
+
+    def _on_broken(self, exc: BaseException) -> None:
+        log.error("worker engine broke (%r): NOT_SERVING until the process is restarted", exc)
+        self._broken.set()
+        self._broken_task = asyncio.create_task(self._after_break(), name="kvgate-worker-broken")
+
+    async def _after_break(self) -> None:
+        await self._set_health(_NOT_SERVING)
+        await self._retire()
+
+    async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
+        for service in ("", SERVICE_NAME):
+            await self._health.set(service, status)

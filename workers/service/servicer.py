@@ -1,0 +1,122 @@
+"""``WorkerServicer``: the ``kvgate.v1.KVWorker`` gRPC service over one :class:`EngineLoop`.
+
+Generate: the request is converted and validated, admitted (bounded), then streamed: one TokenBatch
+per engine step that produced tokens for it, then one FinalResult. The call's deadline bounds every
+wait for the engine; when it passes, or the client cancels, the request is aborted in the engine so
+its KV blocks are freed. Status codes follow what the gateway's dispatcher expects:
+
+- INVALID_ARGUMENT: the request itself is wrong (a client error, never retried);
+- ALREADY_EXISTS: the request id is in flight here;
+- RESOURCE_EXHAUSTED: the admission limit is reached (the gateway tries another worker);
+- UNAVAILABLE: the engine failed or the worker is stopping, before any token (retried elsewhere);
+  after tokens were sent, the stream ends with a FinalResult of FINISH_REASON_ERROR instead;
+- DEADLINE_EXCEEDED: the call's deadline passed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import grpc
+
+from kvgate.proto import worker_pb2, worker_pb2_grpc
+from kvgate.proto.workers import WorkerInfo
+from kvgate.workers.engine import StepOutput
+from kvgate.workers.service import messages
+from kvgate.workers.service.engine_loop import EngineLoop
+from kvgate.workers.service.errors import AdmissionFullError, DuplicateRequestError, EngineUnavailableError
+from kvgate.workers.service.event_hub import EventHub
+from kvgate.workers.service.request_stream import RequestStream
+
+_REFUSALS: dict[type[Exception], grpc.StatusCode] = {
+    ValueError: grpc.StatusCode.INVALID_ARGUMENT,
+    DuplicateRequestError: grpc.StatusCode.ALREADY_EXISTS,
+    AdmissionFullError: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    EngineUnavailableError: grpc.StatusCode.UNAVAILABLE,
+}
+
+
+class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
+    """Stateless apart from what it is given: the engine loop, the event hub and the worker's
+    registration record (``info``, with its bound address and epoch)."""
+
+    def __init__(self, loop: EngineLoop, hub: EventHub, info: WorkerInfo) -> None:
+        self._loop = loop
+        self._hub = hub
+        self._info = info
+
+    async def Generate(
+        self, request: worker_pb2.GenerateRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[worker_pb2.GenerateResponse]:
+        stream = await self._submit(request, context)
+        # However the call ends (cancelled mid-write included), the request leaves the engine.
+        context.add_done_callback(lambda _: stream.close())
+        produced = 0
+        try:
+            async with contextlib.aclosing(_until(stream, _deadline(context))) as outputs:
+                async for out in outputs:
+                    produced += len(out.new_token_ids)
+                    if out.new_token_ids:
+                        yield messages.token_batch(out.new_token_ids)
+                    if out.finished:
+                        yield messages.final_result(out)
+        except TimeoutError:
+            stream.close()
+            await context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, "the call's deadline passed")
+        except EngineUnavailableError as exc:
+            if produced == 0:
+                await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+            yield messages.error_result(str(exc), len(request.prompt_token_ids), produced)
+        finally:
+            stream.close()  # cancelled or abandoned: abort, so the engine frees the blocks
+
+    async def Abort(
+        self, request: worker_pb2.AbortRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.AbortResponse:
+        del context
+        return worker_pb2.AbortResponse(aborted=self._loop.abort(request.request_id))
+
+    async def Stats(
+        self, request: worker_pb2.StatsRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.StatsResponse:
+        del request, context
+        return messages.stats_response(self._info, self._loop.stats)
+
+    async def SubscribeEvents(
+        self, request: worker_pb2.SubscribeEventsRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[worker_pb2.EventStreamMessage]:
+        del request
+        with self._hub.subscribe() as subscription:
+            context.add_done_callback(lambda _: subscription.close())  # a client gone mid-write too
+            while (item := await subscription.get()) is not None:
+                yield messages.event_message(item)
+
+    async def _submit(
+        self, request: worker_pb2.GenerateRequest, context: grpc.aio.ServicerContext
+    ) -> RequestStream:
+        try:
+            return self._loop.submit(messages.engine_request(request))
+        except (ValueError, DuplicateRequestError, AdmissionFullError, EngineUnavailableError) as exc:
+            code = next(c for kind, c in _REFUSALS.items() if isinstance(exc, kind))
+            await context.abort(code, str(exc))
+            raise  # unreachable: abort raises
+
+
+def _deadline(context: grpc.aio.ServicerContext) -> float | None:
+    """The call's deadline on the event loop's clock; None when the call has none."""
+    remaining = context.time_remaining()
+    return None if remaining is None else asyncio.get_running_loop().time() + remaining
+
+
+async def _until(stream: RequestStream, deadline: float | None) -> AsyncIterator[StepOutput]:
+    """``stream``'s outputs; TimeoutError when one does not come before ``deadline``. The timeout
+    covers only the waits, never a ``yield`` (a timeout must not fire inside the caller's write)."""
+    while True:
+        async with asyncio.timeout_at(deadline):
+            try:
+                out = await anext(stream)
+            except StopAsyncIteration:
+                return
+        yield out
