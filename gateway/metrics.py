@@ -127,3 +127,13 @@ class StreamTimer:
 
     def done(self, now: float) -> None:
         self._metrics.e2e.labels(self._model).observe(now - self._started)
+
+
+def bucket_quantile(buckets: dict[float, float], q: float) -> float | None:
+    """The upper bound of the histogram bucket holding the q-quantile (``le`` -> cumulative count;
+    Prometheus-style, without interpolation); None for an empty histogram."""
+    ordered = sorted(buckets.items())
+    total = ordered[-1][1] if ordered else 0.0
+    if total <= 0:
+        return None
+    return next(le for le, count in ordered if count >= q * total)

@@ -12,6 +12,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from kvgate.gateway.api.anthropic_routes import build_anthropic_router
 from kvgate.gateway.api.body_limit import BodyLimit
+from kvgate.gateway.api.dashboard import build_dashboard_router
 from kvgate.gateway.api.errors import install_error_handlers
 from kvgate.gateway.api.openai_routes import build_openai_router
 from kvgate.gateway.api.route_routes import build_route_router
@@ -39,6 +40,7 @@ def create_app(
     app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
     app.include_router(build_openai_router(preparer, generator, settings.model_name))
     app.include_router(build_anthropic_router(preparer, generator))
+    app.include_router(build_dashboard_router(metrics, directory))
     app.include_router(build_route_router(preparer, dispatcher, settings.cache.chunk_size))
 
     @app.get("/metrics")

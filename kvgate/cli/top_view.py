@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
+from kvgate.gateway.metrics import bucket_quantile as quantile
+
 
 @dataclass
 class Snapshot:
@@ -42,15 +44,6 @@ def _take(snap: Snapshot, name: str, labels: dict[str, str], value: float) -> No
         snap.errors += value
     elif name == "kvgate_index_degraded":
         snap.degraded = value >= 1
-
-
-def quantile(buckets: dict[float, float], q: float) -> float | None:
-    """The upper bound of the bucket holding the q-quantile (Prometheus-style, no interpolation)."""
-    ordered = sorted(buckets.items())
-    total = ordered[-1][1] if ordered else 0.0
-    if total <= 0:
-        return None
-    return next(le for le, count in ordered if count >= q * total)
 
 
 def render(now: Snapshot, before: Snapshot | None, url: str) -> str:

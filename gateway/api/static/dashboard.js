@@ -1,0 +1,98 @@
+// kvgate live dashboard: polls /dashboard/data every 2 s, keeps the last 10 minutes in memory, and
+// draws them with uPlot (vendored). The figures are cumulative counters; rates come from differences.
+"use strict";
+
+const POLL_MS = 2000;
+const KEEP = 300;
+const COLORS = ["#2e86de", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085", "#d35400", "#2c3e50"];
+const state = { points: 0, errors: 0, history: [], charts: {} };
+window.kvgateDashboard = state;
+
+const pct = (v) => (v == null ? "-" : (100 * v).toFixed(1) + "%");
+const num = (v) => (v == null ? "-" : Math.round(v).toLocaleString());
+const secs = (v) => (v == null ? "-" : v < 1 ? (1000 * v).toFixed(0) + " ms" : v.toFixed(2) + " s");
+
+function ratio(a, b) {
+  return b > 0 ? a / b : null;
+}
+
+function worker(point, id) {
+  return point.workers.find((w) => w.worker === id);
+}
+
+function workerIds(history) {
+  const last = history[history.length - 1];
+  return last ? last.workers.map((w) => w.worker) : [];
+}
+
+// fmt: value formatter; unit: true for fractions in [0, 1] (fixed 0-100% axis)
+function draw(id, xs, series, fmt, unit = false) {
+  const el = document.getElementById(id);
+  const key = series.map((s) => s[0]).join("|");
+  const data = [xs, ...series.map((s) => s[1])];
+  let chart = state.charts[id];
+  if (!chart || chart.key !== key) {
+    if (chart) chart.plot.destroy();
+    const opts = {
+      width: el.clientWidth || 540,
+      height: 240,
+      scales: unit ? { x: { time: true }, y: { range: [0, 1] } } : { x: { time: true } },
+      series: [{}, ...series.map((s, i) => ({
+        label: s[0], stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true, value: (u, v) => fmt(v),
+      }))],
+      axes: [{}, { values: (u, vals) => vals.map(fmt), size: 70 }],
+    };
+    chart = state.charts[id] = { key, plot: new uPlot(opts, data, el) };
+  } else {
+    chart.plot.setData(data);
+  }
+}
+
+function render() {
+  const h = state.history;
+  const xs = h.map((d) => d.time);
+  const ids = workerIds(h);
+  const since = h.map((d) => ratio(d.totals.cached_tokens, d.totals.prompt_tokens));
+  const recent = h.map((d, i) => (i === 0 ? null : ratio(
+    d.totals.cached_tokens - h[i - 1].totals.cached_tokens, d.totals.prompt_tokens - h[i - 1].totals.prompt_tokens)));
+  draw("chart-hit", xs, [["since start", since], ["last interval", recent]], pct, true);
+  draw("chart-workers", xs, ids.map((id) => [id, h.map((d) => {
+    const w = worker(d, id);
+    return w ? ratio(w.cached_tokens, w.prompt_tokens) : null;
+  })]), pct, true);
+  draw("chart-predicted", xs, [["predicted", h.map((d) => d.totals.predicted)],
+    ["actual", h.map((d) => d.totals.cached_tokens)]], num);
+  const reasons = Object.keys(h[h.length - 1].reasons).sort();
+  draw("chart-reasons", xs, reasons.map((r) => [r, h.map((d) => d.reasons[r] ?? 0)]), num);
+  draw("chart-kv", xs, ids.map((id) => [id, h.map((d) => {
+    const w = worker(d, id);
+    return w ? w.gpu_usage : null;
+  })]), pct, true);
+  draw("chart-ttft", xs, [["p50", h.map((d) => d.ttft.p50)], ["p99", h.map((d) => d.ttft.p99)]], secs);
+  header(h[h.length - 1]);
+}
+
+function header(last) {
+  const status = document.getElementById("status");
+  status.textContent = last.degraded ? "index degraded: load-based routing" : "live";
+  status.className = last.degraded ? "degraded" : "";
+  const health = document.getElementById("health");
+  health.innerHTML = last.workers.map((w) =>
+    `<span class="${w.live ? "up" : "down"}">${w.worker} ${w.live ? "●" : "○"}</span>`).join(" ");
+}
+
+async function poll() {
+  try {
+    const reply = await fetch("/dashboard/data", { cache: "no-store" });
+    state.history.push(await reply.json());
+    if (state.history.length > KEEP) state.history.shift();
+    state.points += 1;
+    render();
+  } catch (err) {
+    state.errors += 1;
+    document.getElementById("status").textContent = "gateway unreachable: " + err;
+  }
+}
+
+poll();
+setInterval(poll, POLL_MS);
