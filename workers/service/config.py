@@ -45,6 +45,7 @@ class WorkerConfig:
     with_tokenizer: bool = True
     node_id: str = ""
     metrics_address: str = ""
+    metrics_port: int | None = None  # serve Prometheus /metrics here (0: any free port; None: not at all)
     shutdown_grace_s: float = 5.0
 
     def __post_init__(self) -> None:

@@ -26,10 +26,12 @@ from kvgate.proto import worker_pb2, worker_pb2_grpc
 from kvgate.proto.workers import WorkerInfo
 from kvgate.workers.engine import LLMEngine, load_engine
 from kvgate.workers.kv import StepEventPublisher
+from kvgate.workers.model import kv_cache_bytes_per_block
 from kvgate.workers.service.config import WorkerConfig
 from kvgate.workers.service.engine_loop import EngineLoop
 from kvgate.workers.service.event_hub import EventHub
 from kvgate.workers.service.index_publisher import IndexPublisher
+from kvgate.workers.service.metrics import MetricsEndpoint, WorkerCollector
 from kvgate.workers.service.servicer import WorkerServicer
 
 log = logging.getLogger(__name__)
@@ -58,6 +60,7 @@ class WorkerServer:
         self.publisher: IndexPublisher | None = None
         self.info: WorkerInfo | None = None
         self.port = 0  # the bound port, once started
+        self.metrics: MetricsEndpoint | None = None
 
     @property
     def broken(self) -> bool:
@@ -86,7 +89,8 @@ class WorkerServer:
             torch_threads=config.torch_threads,
         )
         self._server = grpc.aio.server(options=SERVER_OPTIONS)
-        self.info = info = self._bind(self._server, config)
+        metrics_address = self._serve_metrics(config, loop)
+        self.info = info = self._bind(self._server, config, metrics_address)
         worker_pb2_grpc.add_KVWorkerServicer_to_server(WorkerServicer(loop, hub, info), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         loop.start()
@@ -100,14 +104,26 @@ class WorkerServer:
         log.info("worker %s (epoch %d) serving on %s", info.worker_id, info.epoch, info.address)
         return info.address
 
-    def _bind(self, server: grpc.aio.Server, config: WorkerConfig) -> WorkerInfo:
+    def _bind(self, server: grpc.aio.Server, config: WorkerConfig, metrics_address: str) -> WorkerInfo:
         """Binds ``server``'s port (``self.port``); the registration record with the bound address."""
         self.port = port = server.add_insecure_port(f"{config.host}:{config.port}")
         cache = config.engine.cache
         return WorkerInfo(
             config.worker_id, config.epoch, config.address(port), cache.fingerprint(), cache.model_id,
-            config.metrics_address, config.node_id,
+            metrics_address, config.node_id,
         )  # fmt: skip
+
+    def _serve_metrics(self, config: WorkerConfig, loop: EngineLoop) -> str:
+        """Starts the Prometheus exporter when ``config.metrics_port`` is set; its address (or the
+        configured one)."""
+        if config.metrics_port is None:
+            return config.metrics_address
+        model = self.engine.runner.model
+        block_bytes = kv_cache_bytes_per_block(
+            model.config, config.engine.block_size, config.engine.torch_dtype
+        )
+        self.metrics = MetricsEndpoint(WorkerCollector(config.worker_id, lambda: loop.stats, block_bytes))
+        return config.address(self.metrics.start(config.host, config.metrics_port))
 
     async def stop(self) -> None:
         """Stops serving: NOT_SERVING, deregister, end the event streams, let running calls finish
@@ -121,6 +137,8 @@ class WorkerServer:
             await self._server.stop(grace)
         if self.loop is not None:
             await self.loop.stop()
+        if self.metrics is not None:
+            await asyncio.to_thread(self.metrics.stop)  # joins the exporter's thread
 
     async def wait_broken(self) -> BaseException | None:
         """Returns once the engine broke, with its exception (the owner then exits the process)."""
