@@ -10,11 +10,14 @@ from kvgate.cli import (
     bench_cmd,
     explain_cmd,
     fingerprint_cmd,
+    gateway_cmd,
     hash_cmd,
     index_cmd,
     simulate_cmd,
     top_cmd,
+    up_cmd,
     version_cmd,
+    workers_cmd,
 )
 
 # name -> module exposing ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``
@@ -27,6 +30,9 @@ COMMANDS = {
     "explain": explain_cmd,
     "bench": bench_cmd,
     "top": top_cmd,
+    "up": up_cmd,
+    "workers": workers_cmd,
+    "gateway": gateway_cmd,
 }
 
 

@@ -1,0 +1,21 @@
+"""``kvgate gateway``: a gateway replica that finds the workers through the Redis index."""
+
+from __future__ import annotations
+
+import argparse
+
+from kvgate.cluster import cli_args
+
+HELP = "serve a gateway replica over a Redis prefix index (HTTP and gRPC)"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cli_args.add_model_arguments(parser)
+    cli_args.add_gateway_arguments(parser)
+    cli_args.add_redis_argument(parser, required=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvgate.cluster.stack import run_gateway
+
+    return run_gateway(cli_args.settings_from(args))

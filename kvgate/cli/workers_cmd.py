@@ -1,0 +1,21 @@
+"""``kvgate workers``: place worker actors on an existing Ray cluster; they publish to Redis."""
+
+from __future__ import annotations
+
+import argparse
+
+from kvgate.cluster import cli_args
+
+HELP = "place worker actors across a Ray cluster (publishing to Redis) and keep them up until Ctrl-C"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    cli_args.add_model_arguments(parser)
+    cli_args.add_worker_arguments(parser)
+    cli_args.add_redis_argument(parser, required=True)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kvgate.cluster.stack import run_workers  # Ray and torch load only when the command runs
+
+    return run_workers(cli_args.settings_from(args))

@@ -1,0 +1,81 @@
+"""Serving a built gateway: HTTP (uvicorn) and gRPC in one event loop, until told to stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import uvicorn
+
+from kvgate.gateway.compose import Gateway
+from kvgate.gateway.grpc_front import build_grpc_server
+
+START_TIMEOUT_S = 30.0
+GRPC_GRACE_S = 5.0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handling: the process's owner decides when to stop."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@dataclass(frozen=True, slots=True)
+class Listening:
+    """Where the gateway listens (the bound ports, when 0 was asked)."""
+
+    host: str
+    port: int
+    grpc_port: int
+
+    @property
+    def base_url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{host}:{self.port}/v1"
+
+
+async def serve_gateway(
+    gateway: Gateway, host: str, port: int, grpc_port: int, stop: asyncio.Event,
+    ready: asyncio.Future[Listening] | None = None,
+) -> None:  # fmt: skip
+    """Serves until ``stop`` is set, then shuts both fronts down (the HTTP app's lifespan included).
+    ``ready`` (if given) receives the bound addresses once both listen; start errors propagate."""
+    grpc_server, bound_grpc = build_grpc_server(gateway.grpc_servicer(), f"{host}:{grpc_port}")
+    http = _Server(uvicorn.Config(gateway.app, host=host, port=port, log_level="warning", lifespan="on"))
+    await grpc_server.start()
+    task = asyncio.create_task(http.serve(), name="kvgate-gateway-http")
+    try:
+        await _until_started(http, task)
+        if ready is not None:
+            ready.set_result(Listening(host, _bound_port(http, port), bound_grpc))
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+    finally:
+        http.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await grpc_server.stop(GRPC_GRACE_S)
+
+
+async def _until_started(http: uvicorn.Server, task: asyncio.Task[None]) -> None:
+    async with asyncio.timeout(START_TIMEOUT_S):
+        while not http.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("the HTTP server exited while starting")
+            await asyncio.sleep(0.01)
+
+
+def _bound_port(http: uvicorn.Server, asked: int) -> int:
+    """The port uvicorn bound (``asked`` unless it was 0)."""
+    if asked:
+        return asked
+    for server in http.servers:
+        for sock in server.sockets:
+            return sock.getsockname()[1]
+    return asked

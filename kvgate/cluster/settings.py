@@ -1,0 +1,73 @@
+"""``ClusterSettings``: what ``kvgate up`` / ``workers`` / ``gateway`` run, validated once, never mutated."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kvgate.proto.fingerprint import CacheConfig
+
+DEFAULT_CPU_WORKERS = 2
+
+
+@dataclass(frozen=True, slots=True)
+class KVSizing:
+    """KV pools per worker. ``num_gpu_blocks``: the main tier's blocks on CPU-only nodes (there the
+    "GPU tier" lives in host memory); on GPU nodes ``gpu_memory_fraction`` of the free device memory
+    sizes it. ``num_cpu_blocks``: the offload tier (0: none). ``max_model_len``: most tokens of one
+    sequence, also the gateway's context window."""
+
+    num_gpu_blocks: int = 512
+    gpu_memory_fraction: float = 0.85
+    num_cpu_blocks: int = 0
+    max_model_len: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.num_gpu_blocks < 1 or self.num_cpu_blocks < 0 or self.max_model_len < 2:
+            raise ValueError("need num_gpu_blocks >= 1, num_cpu_blocks >= 0 and max_model_len >= 2")
+        if not 0 < self.gpu_memory_fraction <= 1:
+            raise ValueError(f"gpu_memory_fraction must lie in (0, 1], got {self.gpu_memory_fraction}")
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """One command's settings.
+
+    - ``model_path``: the model (``.gguf`` or HF directory) every worker loads and the gateway tokenizes
+      with; ``model_name``: the name clients use; ``cache``: the deployment's cache layout and secret.
+    - ``workers``: worker actors to place (None: one per GPU of the cluster, or 2 without GPUs);
+      ``cpus_per_worker``: Ray CPUs (and torch threads) per worker on CPU-only clusters.
+    - ``redis_url``: the shared index (None: embedded, the gateway follows the workers' events).
+    - ``ray_address``: join this Ray cluster (None: start a private local one, files in ``ray_temp_dir``).
+    - ``host`` / ``port`` / ``grpc_port``: where the gateway listens (HTTP, gRPC).
+    - ``ready_timeout_s``: how long to wait for the workers to load before giving up.
+    """
+
+    model_path: Path
+    model_name: str
+    cache: CacheConfig
+    kv: KVSizing = field(default_factory=KVSizing)
+    workers: int | None = None
+    cpus_per_worker: int = 1
+    redis_url: str | None = None
+    ray_address: str | None = None
+    ray_temp_dir: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    grpc_port: int = 50051
+    ready_timeout_s: float = 600.0
+
+    def __post_init__(self) -> None:
+        if self.workers is not None and self.workers < 1:
+            raise ValueError(f"--workers must be >= 1, got {self.workers}")
+        if self.cpus_per_worker < 1:
+            raise ValueError(f"--cpus-per-worker must be >= 1, got {self.cpus_per_worker}")
+        for name in ("port", "grpc_port"):
+            if not 0 <= getattr(self, name) < 65536:
+                raise ValueError(f"{name} must lie in [0, 65536)")
+        if not self.model_name:
+            raise ValueError("the model name must not be empty")
+
+    def worker_count(self, gpus: int) -> int:
+        """``workers``, or one per GPU, or :data:`DEFAULT_CPU_WORKERS` on a CPU-only cluster."""
+        return self.workers or gpus or DEFAULT_CPU_WORKERS

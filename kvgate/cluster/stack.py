@@ -1,0 +1,177 @@
+"""The three ways to run the cluster layer, each owning what it starts and stopping it in reverse:
+
+- :func:`run_up`: Ray (joined or local), the worker actors and a gateway in one process tree; the index
+  is embedded (the gateway follows every worker's event stream) or, with a Redis URL, shared;
+- :func:`run_workers`: only the worker actors, publishing to Redis, until interrupted;
+- :func:`run_gateway`: only a gateway replica, discovering workers through Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from kvgate.clock import SystemClock
+from kvgate.cluster.gateway_server import Listening, serve_gateway
+from kvgate.cluster.progress import say
+from kvgate.cluster.ray_session import RaySession, local_cpus
+from kvgate.cluster.settings import ClusterSettings
+from kvgate.cluster.shutdown import stop_on_signals, unless_stopped
+from kvgate.gateway.compose import build_gateway
+from kvgate.gateway.settings import GatewaySettings, Limits
+from kvgate.gateway.upstream.event_feed import EventFeed
+from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
+from kvgate.proto.workers import WorkerInfo
+from kvgate.tokenizer import load_tokenizer
+
+if TYPE_CHECKING:
+    from kvgate.cluster.worker_pool import OnChange
+
+
+def run_up(settings: ClusterSettings) -> int:
+    """``kvgate up``: blocks until Ctrl-C / SIGTERM; 0 after a clean stop, 1 if the workers never
+    became ready."""
+    return _with_ray(settings, _up)
+
+
+def run_workers(settings: ClusterSettings) -> int:
+    """``kvgate workers``: places the workers on the Ray cluster and keeps them alive until interrupted."""
+    if settings.redis_url is None:
+        raise ValueError("kvgate workers needs --redis-url (gateways find the workers there)")
+    return _with_ray(settings, _workers)
+
+
+def run_gateway(settings: ClusterSettings) -> int:
+    """``kvgate gateway``: a gateway replica over the Redis index, until interrupted."""
+    if settings.redis_url is None:
+        raise ValueError("kvgate gateway needs --redis-url (it finds the workers there)")
+    return asyncio.run(_gateway(settings))
+
+
+Main = Callable[[ClusterSettings, RaySession], Awaitable[int]]
+
+
+def _with_ray(settings: ClusterSettings, main: Main) -> int:
+    needed = (settings.workers or 2) * settings.cpus_per_worker
+    say(f"joining Ray at {settings.ray_address}" if settings.ray_address else "starting a local Ray instance")
+    session = RaySession.open(
+        settings.ray_address, num_cpus=local_cpus(needed), temp_dir=settings.ray_temp_dir
+    )
+    try:
+        return asyncio.run(main(settings, session))
+    finally:
+        say("stopping Ray" if session.started else "leaving the Ray cluster")
+        session.close()
+
+
+async def _up(settings: ClusterSettings, session: RaySession) -> int:
+    stop = stop_on_signals()
+    async with _index(settings) as index:
+        feed = EventFeed(index) if settings.redis_url is None else None
+        async with _pool(settings, session, feed, stop) as ready:
+            try:
+                if ready:
+                    await _serve(settings, index, stop)
+            finally:  # before the workers stop: their ending streams are no loss then
+                if feed is not None:
+                    await feed.close()
+            return 0 if ready or stop.is_set() else 1
+
+
+async def _workers(settings: ClusterSettings, session: RaySession) -> int:
+    stop = stop_on_signals()
+    async with _pool(settings, session, None, stop) as ready:
+        if ready:
+            say(f"{len(ready)} workers publishing to the Redis index; Ctrl-C stops them")
+            await stop.wait()
+        return 0 if ready or stop.is_set() else 1
+
+
+async def _gateway(settings: ClusterSettings) -> int:
+    stop = stop_on_signals()
+    async with _index(settings) as index:
+        await _serve(settings, index, stop)
+    return 0
+
+
+@asynccontextmanager
+async def _pool(
+    settings: ClusterSettings, session: RaySession, feed: EventFeed | None, stop: asyncio.Event
+) -> AsyncIterator[list[WorkerInfo] | None]:
+    """Places the workers and yields their records once all started (None: stopped before, or failed);
+    stops them on exit."""
+    from kvgate.cluster.worker_pool import WorkerPool  # imports torch: only where workers are placed
+    from kvgate.cluster.worker_specs import Placement, actor_specs
+
+    gpus = session.gpus()
+    count = settings.worker_count(gpus)
+    say(f"placing {count} worker(s) ({'1 GPU' if gpus else f'{settings.cpus_per_worker} CPU'} each)")
+    pool = WorkerPool(_follower(feed) if feed is not None else None)
+    try:
+        pool.place(actor_specs(settings, count, gpu=bool(gpus)), Placement.for_cluster(settings, gpus))
+        waiting = asyncio.ensure_future(pool.wait_ready(settings.ready_timeout_s))
+        try:
+            ready = await unless_stopped(stop, waiting)
+        except (RuntimeError, TimeoutError) as exc:
+            say(f"error: {exc}")
+            ready = None
+        yield ready
+    finally:
+        say("stopping the workers")
+        await pool.stop()
+
+
+def _follower(feed: EventFeed) -> OnChange:
+    async def follow(old: WorkerInfo | None, new: WorkerInfo) -> None:
+        if old is not None and old.address != new.address:
+            await feed.unfollow(old.address)
+        feed.follow(new.address)
+
+    return follow
+
+
+@asynccontextmanager
+async def _index(settings: ClusterSettings) -> AsyncIterator[PrefixIndex]:
+    """The gateway's index: in-process, or the shared Redis one (scripts loaded). Closed on exit."""
+    index_settings = IndexSettings()
+    if settings.redis_url is None:
+        index: PrefixIndex = MemoryPrefixIndex(index_settings, SystemClock())
+    else:
+        client = redis_client(settings.redis_url, index_settings)
+        index = redis_index = RedisPrefixIndex(client, index_settings, SystemClock())
+        await redis_index.start()
+    try:
+        yield index
+    finally:
+        await index.close()
+
+
+async def _serve(settings: ClusterSettings, index: PrefixIndex, stop: asyncio.Event) -> None:
+    """Builds the gateway over ``index`` and serves it until ``stop``; says where clients connect."""
+    tokenizer = await asyncio.to_thread(load_tokenizer, settings.model_path)
+    gateway = build_gateway(_gateway_settings(settings), index, tokenizer, clock=SystemClock())
+    ready: asyncio.Future[Listening] = asyncio.get_running_loop().create_future()
+    ready.add_done_callback(lambda f: f.cancelled() or f.exception() or _announce(settings, f.result()))
+    try:
+        await serve_gateway(gateway, settings.host, settings.port, settings.grpc_port, stop, ready)
+    finally:
+        say("gateway stopped")
+
+
+def _gateway_settings(settings: ClusterSettings) -> GatewaySettings:
+    window = settings.kv.max_model_len
+    limits = Limits(context_window=window, max_output_tokens=min(Limits().max_output_tokens, window - 1))
+    return GatewaySettings(settings.model_name, settings.cache, limits=limits)
+
+
+def _announce(settings: ClusterSettings, where: Listening) -> None:
+    print(
+        f"kvgate is ready: model {settings.model_name!r}\n"
+        f"  OPENAI_BASE_URL={where.base_url} OPENAI_API_KEY=unused\n"
+        f"  model: {settings.model_name}\n"
+        f"  gRPC (kvgate.v1.KVGateway): {where.host}:{where.grpc_port}\n"
+        "Ctrl-C stops everything.",
+        flush=True,
+    )

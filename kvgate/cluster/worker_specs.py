@@ -1,0 +1,58 @@
+"""What each worker actor is built from and asks Ray for: CPU mode or one GPU per worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kvgate.cluster.settings import ClusterSettings
+from kvgate.proto.ids import Epoch, WorkerId
+from kvgate.workers.engine import EngineConfig
+from kvgate.workers.ray_actor import ActorSpec
+from kvgate.workers.service import WorkerConfig
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Ray resources of one worker actor: ``num_gpus`` 1 on GPU clusters (then 1 CPU), else 0 GPUs
+    and ``num_cpus`` CPUs (its torch threads)."""
+
+    num_cpus: int
+    num_gpus: int
+
+    @classmethod
+    def for_cluster(cls, settings: ClusterSettings, gpus: int) -> Placement:
+        return cls(1, 1) if gpus else cls(settings.cpus_per_worker, 0)
+
+    def ray_options(self, max_restarts: int) -> dict[str, Any]:
+        """``ActorClass.options(...)``: spread across nodes, restarted by Ray (-1: forever)."""
+        return {
+            "num_cpus": self.num_cpus,
+            "num_gpus": self.num_gpus,
+            "max_restarts": max_restarts,
+            "scheduling_strategy": "SPREAD",
+        }
+
+
+def engine_config(settings: ClusterSettings, gpu: bool) -> EngineConfig:
+    """GPU: Triton kernels in bf16, the KV tier sized by free memory. CPU: the reference kernels in
+    float32 with a fixed number of blocks."""
+    kv = settings.kv
+    common: dict[str, Any] = {"num_cpu_blocks": kv.num_cpu_blocks, "max_model_len": kv.max_model_len}
+    if gpu:
+        return EngineConfig(settings.cache, gpu_memory_fraction=kv.gpu_memory_fraction, device="cuda",
+                            dtype="bfloat16", kernel_backend="triton", **common)  # fmt: skip
+    return EngineConfig(settings.cache, num_gpu_blocks=kv.num_gpu_blocks, **common)
+
+
+def actor_specs(settings: ClusterSettings, count: int, gpu: bool) -> list[ActorSpec]:
+    """One spec per worker slot ``worker-0`` ... ``worker-{count-1}``; epochs and hosts are filled in
+    by each incarnation. Torch threads: None, so the actor uses the CPUs Ray gave it."""
+    engine = engine_config(settings, gpu)
+    return [
+        ActorSpec(
+            WorkerConfig(settings.model_path, engine, WorkerId(f"worker-{i}"), Epoch(0), torch_threads=None),
+            redis_url=settings.redis_url,
+        )
+        for i in range(count)
+    ]

@@ -1,0 +1,116 @@
+"""``kvgate up`` as a subprocess on free loopback ports, with its own Ray temp dir, for the cluster tests:
+start it, read its stderr as it comes, wait for /health, stop it with SIGINT, find what it left."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+
+import httpx
+import psutil
+
+from tests.support.redis_server import free_port
+
+WORKER_LINE = re.compile(r"worker (\S+) (up|restarted) at (\S+) \(epoch (\d+)\)")
+
+
+class UpProcess:
+    """One ``kvgate up`` run. ``args``: extra flags (the ports and the Ray temp dir are added here).
+    The Ray temp dir is short (Ray's Unix socket paths must stay under 108 bytes) and private, so that
+    every process this run started can be found by it afterwards."""
+
+    def __init__(self, args: list[str]) -> None:
+        self.port, self.grpc_port = free_port(), free_port()
+        self.ray_dir = tempfile.mkdtemp(prefix="kvr-", dir="/tmp")
+        command = [sys.executable, "-m", "kvgate.cli.main", "up", *args, "--port", str(self.port),
+                   "--grpc-port", str(self.grpc_port), "--ray-temp-dir", self.ray_dir]  # fmt: skip
+        env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "KVGATE_HASH_SECRET": "cluster-tests"}
+        self.proc = subprocess.Popen(
+            command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        self.stderr: list[str] = []
+        self.stdout: list[str] = []
+        self._readers = [
+            self._drain(self.proc.stderr, self.stderr),
+            self._drain(self.proc.stdout, self.stdout),
+        ]
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        """Until /health answers 200 (every worker routable); AssertionError with stderr if not."""
+        wait_for(lambda: self.proc.poll() is None and self._healthy(), timeout_s, self.log)
+
+    def workers(self) -> list[tuple[str, str, str, int]]:
+        """(worker id, "up" | "restarted", address, epoch) for every incarnation reported so far."""
+        found = (WORKER_LINE.search(line) for line in list(self.stderr))
+        return [(m[1], m[2], m[3], int(m[4])) for m in found if m]
+
+    def actor_processes(self) -> list[psutil.Process]:
+        """The worker actors' processes (Ray names them after the class)."""
+        return [p for p in self._descendants() if "WorkerActor" in " ".join(_cmdline(p))]
+
+    def interrupt(self, timeout_s: float = 60.0) -> int:
+        """SIGINT, as Ctrl-C would; returns the exit status."""
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            return self.proc.wait(timeout_s)
+        finally:
+            for reader in self._readers:
+                reader.join(5)
+
+    def leftovers(self) -> list[str]:
+        """Command lines of live processes that mention this run's Ray temp dir."""
+        return [" ".join(c) for p in psutil.process_iter() if self.ray_dir in " ".join(c := _cmdline(p))]
+
+    def kill(self) -> None:
+        """Last resort after a failed test: the process tree, by pid."""
+        for p in [*self._descendants(), psutil.Process(self.proc.pid)]:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+
+    def log(self) -> str:
+        return "".join(self.stderr[-40:])
+
+    def _healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.base_url}/health", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def _descendants(self) -> list[psutil.Process]:
+        with contextlib.suppress(psutil.Error):
+            return psutil.Process(self.proc.pid).children(recursive=True)
+        return []
+
+    @staticmethod
+    def _drain(stream, lines: list[str]) -> threading.Thread:
+        thread = threading.Thread(target=lambda: lines.extend(iter(stream.readline, "")), daemon=True)
+        thread.start()
+        return thread
+
+
+def wait_for(check: Callable[[], object], timeout_s: float, describe: Callable[[], str] = str) -> object:
+    """Polls ``check`` until truthy (returned); AssertionError with ``describe()`` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while not (value := check()):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not true after {timeout_s} s:\n{describe()}")
+        time.sleep(0.2)
+    return value
+
+
+def _cmdline(p: psutil.Process) -> list[str]:
+    with contextlib.suppress(psutil.Error):
+        return p.cmdline()
+    return []
