@@ -11,6 +11,7 @@ from pathlib import Path
 
 from kvgate.cli.cache_args import add_cache_arguments, cache_config
 from kvgate.cluster.settings import ClusterSettings, KVSizing
+from kvgate.gateway.routing import policy_names
 from kvgate.models import DEFAULT_MODEL_ID, default_model_path
 
 HTTP_PORT = 8000
@@ -43,6 +44,7 @@ def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="the gateway's interface (0.0.0.0: all)")
     parser.add_argument("--port", type=int, default=HTTP_PORT, help="HTTP: OpenAI / Anthropic API")
     parser.add_argument("--grpc-port", type=int, default=GRPC_PORT, help="gRPC: kvgate.v1.KVGateway")
+    parser.add_argument("--policy", default="kvgate", choices=policy_names(), help="the routing policy")
 
 
 def add_redis_argument(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -59,8 +61,8 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
         num_cpu_blocks=getattr(args, "num_cpu_blocks", KVSizing().num_cpu_blocks),
         max_model_len=args.max_model_len,
     )
-    optional = {name: getattr(args, name) for name in ("workers", "ray_address", "ray_temp_dir", "host")
-                if getattr(args, name, None) is not None}  # fmt: skip
+    names = ("workers", "ray_address", "ray_temp_dir", "host", "policy")
+    optional = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
     return ClusterSettings(
         model_path=model,
         model_name=args.model_name or model_name(args.model, args.model_id),

@@ -41,6 +41,7 @@ class ClusterSettings:
     - ``ray_address``: join this Ray cluster (None: start a private local one, files in ``ray_temp_dir``).
     - ``host`` / ``port`` / ``grpc_port``: where the gateway listens (HTTP, gRPC).
     - ``ready_timeout_s``: how long to wait for the workers to load before giving up.
+    - ``policy``: the gateway's routing policy (``kvgate.gateway.routing.policy_names()``).
     """
 
     model_path: Path
@@ -56,6 +57,7 @@ class ClusterSettings:
     port: int = 8000
     grpc_port: int = 50051
     ready_timeout_s: float = 600.0
+    policy: str = "kvgate"
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:
