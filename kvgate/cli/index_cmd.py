@@ -27,12 +27,14 @@ async def _list(args: argparse.Namespace) -> int:
         return 1
     finally:
         await index.close()
-    print(f"{'worker':<20}{'epoch':>6}  {'address':<22}{'kv used':>8}{'running':>8}{'waiting tok':>12}")
+    print(
+        f"{'worker':<20}{'epoch':>6}  {'address':<22}{'kv used':>8}{'running':>8}{'waiting tok':>12}  metrics"
+    )
     for s in statuses:
         load = s.load
         print(
             f"{s.info.worker_id:<20}{s.info.epoch:>6}  {s.info.address:<22}{load.kv_usage:>8.0%}"
-            f"{load.running_seqs:>8}{load.waiting_prefill_tokens:>12}"
+            f"{load.running_seqs:>8}{load.waiting_prefill_tokens:>12}  {s.info.metrics_address or '-'}"
         )
     print(f"{len(statuses)} live worker(s)")
     return 0

@@ -51,7 +51,15 @@ def actor_specs(settings: ClusterSettings, count: int, gpu: bool) -> list[ActorS
     engine = engine_config(settings, gpu)
     return [
         ActorSpec(
-            WorkerConfig(settings.model_path, engine, WorkerId(f"worker-{i}"), Epoch(0), torch_threads=None),
+            # metrics_port 0: each worker exports /metrics on a free port it advertises in its registration
+            WorkerConfig(
+                settings.model_path,
+                engine,
+                WorkerId(f"worker-{i}"),
+                Epoch(0),
+                torch_threads=None,
+                metrics_port=0,
+            ),
             redis_url=settings.redis_url,
         )
         for i in range(count)
