@@ -20,18 +20,20 @@ _ASSETS = ("dashboard.js", "dashboard.css", "vendor/uplot/uPlot.iife.min.js", "v
 
 
 def build_dashboard_router(metrics: GatewayMetrics, directory: WorkerDirectory) -> APIRouter:
+    """The page and its assets are read once, here (no file I/O on the event loop per request)."""
     router = APIRouter()
+    html = (STATIC / "dashboard.html").read_text()
+    assets = {path: (STATIC / path).read_bytes() for path in _ASSETS}
 
     @router.get("/dashboard", response_class=HTMLResponse)
     async def page() -> HTMLResponse:
-        return HTMLResponse((STATIC / "dashboard.html").read_text())
+        return HTMLResponse(html)
 
     @router.get("/dashboard/static/{path:path}")
     async def asset(path: str) -> Response:
-        if path not in _ASSETS:  # a fixed list: no path traversal, no directory listing
+        if path not in assets:  # a fixed list: no path traversal, no directory listing
             return Response(status_code=404)
-        suffix = path[path.rfind(".") :]
-        return Response((STATIC / path).read_bytes(), media_type=_TYPES[suffix])
+        return Response(assets[path], media_type=_TYPES[path[path.rfind(".") :]])
 
     @router.get("/dashboard/data")
     async def data() -> dict[str, Any]:
