@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import psutil
 import pytest
 
 from kvgate.clock import SystemClock
 from kvgate.index import IndexSettings, RedisPrefixIndex, redis_client
-from tests.cluster.up_process import wait_for
+from tests.cluster.up_process import cmdline, wait_for
 from tests.support.redis_server import RedisServer, free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.redis]
@@ -57,7 +58,22 @@ def ray_cluster() -> Iterator[str]:
         subprocess.run(second, env=ENV, check=True, capture_output=True, timeout=120)
         yield f"127.0.0.1:{port}"
     finally:
-        subprocess.run(["ray", "stop", "--force"], env=ENV, capture_output=True, timeout=120)
+        stop_cluster(temp)
+
+
+def stop_cluster(temp: str) -> None:
+    """Ends the processes of this cluster only (both nodes' share its temp dir); `ray stop` would end
+    every Ray cluster of the user on the machine."""
+    ours = [p for p in psutil.process_iter() if temp in " ".join(cmdline(p))]
+    for p in ours:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(ours, timeout=15)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    leftover = [" ".join(cmdline(p)) for p in psutil.process_iter() if temp in " ".join(cmdline(p))]
+    assert not leftover, leftover
 
 
 @contextlib.contextmanager

@@ -58,7 +58,7 @@ class UpProcess:
 
     def actor_processes(self) -> list[psutil.Process]:
         """The worker actors' processes (Ray names them after the class)."""
-        return [p for p in self._descendants() if "WorkerActor" in " ".join(_cmdline(p))]
+        return [p for p in self._descendants() if "WorkerActor" in " ".join(cmdline(p))]
 
     def interrupt(self, timeout_s: float = 60.0) -> int:
         """SIGINT, as Ctrl-C would; returns the exit status."""
@@ -71,7 +71,7 @@ class UpProcess:
 
     def leftovers(self) -> list[str]:
         """Command lines of live processes that mention this run's Ray temp dir."""
-        return [" ".join(c) for p in psutil.process_iter() if self.ray_dir in " ".join(c := _cmdline(p))]
+        return [" ".join(c) for p in psutil.process_iter() if self.ray_dir in " ".join(c := cmdline(p))]
 
     def kill(self) -> None:
         """Last resort after a failed test: the process tree, by pid."""
@@ -110,7 +110,7 @@ def wait_for(check: Callable[[], object], timeout_s: float, describe: Callable[[
     return value
 
 
-def _cmdline(p: psutil.Process) -> list[str]:
+def cmdline(p: psutil.Process) -> list[str]:
     with contextlib.suppress(psutil.Error):
         return p.cmdline()
     return []
