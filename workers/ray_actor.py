@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 import ray
 
 from kvgate.clock import SystemClock
-from kvgate.index import IndexSettings, RedisPrefixIndex, redis_client
+from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex, redis_client
 from kvgate.proto.ids import Epoch
 from kvgate.proto.workers import WorkerInfo
 from kvgate.workers.service import WorkerConfig, WorkerServer
@@ -39,11 +39,13 @@ class ActorSpec:
 
     ``config``: the worker's settings; its ``epoch``, ``host``, ``advertise_host``, ``node_id`` and
     (unless set) ``torch_threads`` are replaced per incarnation. ``redis_url``: publish to this shared
-    index (None: embedded mode, the gateway follows the worker's event stream instead)."""
+    index (None: embedded mode, the gateway follows the worker's event stream instead). ``index``: the
+    worker's index settings; publishing is off the request path, so its timeout is far longer than a
+    gateway's lookup timeout (a loaded machine must not turn every write into a resync)."""
 
     config: WorkerConfig
     redis_url: str | None = None
-    index: IndexSettings = field(default_factory=IndexSettings)
+    index: IndexSettings = field(default_factory=lambda: IndexSettings(timeout_s=1.0))
 
 
 def fresh_epoch() -> Epoch:
@@ -122,7 +124,10 @@ class WorkerActor:
             return None
         settings = self._spec.index
         index = RedisPrefixIndex(redis_client(self._spec.redis_url, settings), settings, SystemClock())
-        await index.start()
+        try:
+            await index.start()
+        except IndexUnavailableError as exc:  # the publisher registers once Redis answers
+            log.warning("redis index not reachable yet (%s); the worker starts and keeps retrying", exc)
         return index
 
     async def _watch(self, server: WorkerServer) -> None:

@@ -22,7 +22,14 @@ from kvgate.cluster.shutdown import stop_on_signals, unless_stopped
 from kvgate.gateway.compose import build_gateway
 from kvgate.gateway.settings import GatewaySettings, Limits
 from kvgate.gateway.upstream.event_feed import EventFeed
-from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
+from kvgate.index import (
+    IndexSettings,
+    IndexUnavailableError,
+    MemoryPrefixIndex,
+    PrefixIndex,
+    RedisPrefixIndex,
+    redis_client,
+)
 from kvgate.proto.workers import WorkerInfo
 from kvgate.tokenizer import load_tokenizer
 
@@ -141,7 +148,10 @@ async def _index(settings: ClusterSettings) -> AsyncIterator[PrefixIndex]:
     else:
         client = redis_client(settings.redis_url, index_settings)
         index = redis_index = RedisPrefixIndex(client, index_settings, SystemClock())
-        await redis_index.start()
+        try:
+            await redis_index.start()
+        except IndexUnavailableError as exc:  # serve on load-based routing until Redis answers
+            say(f"the Redis index is not reachable yet ({exc}); routing by load until it is")
     try:
         yield index
     finally:
