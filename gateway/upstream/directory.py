@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, WorkerStatus
@@ -39,6 +39,10 @@ class WorkerDirectory:
         self.rejected: dict[WorkerId, str] = {}
         self.degraded = False
 
+    def known(self) -> list[WorkerStatus]:
+        """Every worker of the last refresh, quarantined ones included (no I/O)."""
+        return list(self._workers)
+
     def live(self) -> list[WorkerStatus]:
         """Routable workers now (no I/O)."""
         now = self._now()
@@ -62,10 +66,12 @@ class WorkerDirectory:
         now = self._now()
         self._quarantine = {w: t for w, t in self._quarantine.items() if t > now}
 
-    async def run(self) -> None:
-        """Refreshes forever; cancel the task to stop."""
+    async def run(self, after_refresh: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Refreshes forever, awaiting ``after_refresh`` after each refresh; cancel the task to stop."""
         while True:
             await self.refresh()
+            if after_refresh is not None:
+                await after_refresh()
             await asyncio.sleep(self._refresh_s)
 
     def _accept(self, status: WorkerStatus) -> bool:

@@ -8,6 +8,7 @@ cancelled, which aborts the sequence on the worker.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -27,6 +28,7 @@ from kvgate.gateway.upstream.errors import (
     WorkerFailedError,
     WorkersBusyError,
 )
+from kvgate.gateway.upstream.inflight import Attempt, InFlight
 from kvgate.gateway.upstream.job import Done, Job, Tokens
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, WorkerStatus
@@ -59,6 +61,7 @@ class Dispatcher:
         max_attempts: int = 3,
         quarantine_s: float = 5.0,
         metrics: GatewayMetrics | None = None,
+        inflight: InFlight | None = None,
     ) -> None:
         self._directory = directory
         self._router = router
@@ -67,6 +70,7 @@ class Dispatcher:
         self._max_attempts = max_attempts
         self._quarantine_s = quarantine_s
         self._metrics = metrics
+        self._inflight = inflight if inflight is not None else InFlight()
 
     async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> tuple[Routed, WorkerInfo]:
         """Routes ``job`` (recording the decision); NoWorkersError when no worker is routable. Returns
@@ -83,6 +87,15 @@ class Dispatcher:
         return await self._router.preview(
             job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
         )
+
+    async def reconcile(self) -> None:
+        """Call after each directory refresh: abandons calls to incarnations that left the directory
+        (see :mod:`.inflight`) and closes the channels no live worker or open call needs."""
+        known = self._directory.known()
+        for lost in self._inflight.abandon_lost({(w.info.worker_id, w.info.epoch) for w in known}):
+            log.warning("worker %s (epoch %d) left the directory with a call open and silent; abandoning it",
+                        lost.info.worker_id, lost.info.epoch)  # fmt: skip
+        await self._channels.retain([w.info for w in known] + self._inflight.incarnations())
 
     def routable_count(self) -> int:
         """Workers requests can be sent to now."""
@@ -146,19 +159,30 @@ class Dispatcher:
         """One worker's stream. However it ends, the router hears that the prefill is over and the
         call is cancelled (a no-op when it finished; an abort on the worker when the client left)."""
         call: grpc.aio.UnaryStreamCall | None = None
+        opened: Attempt | None = None
         prefill_open = True
         try:
             call = self._channels.stub(info).Generate(_request(job, routed), timeout=_timeout(job))
+            opened = self._inflight.open(info, call)
             async for msg in call:
+                opened.touch(self._inflight.now())
                 prefill_open = prefill_open and self._close_prefill(routed)
                 if msg.HasField("final"):
+                    self._inflight.close(opened)  # over, even if our consumer never resumes us
                     yield _done(msg.final, routed, attempt)
                     return
                 yield Tokens(tuple(msg.tokens.token_ids))
             raise WorkerFailedError(f"worker {info.worker_id} ended the stream without a final message")
         except grpc.aio.AioRpcError as exc:
             raise _classify(exc, info, first_token_sent=not prefill_open) from exc
+        except asyncio.CancelledError:
+            if _cancelling():
+                raise  # our own cancellation (client gone, shutdown): not a worker failure
+            # the call was cancelled under us: abandoned by reconcile (worker left while silent)
+            raise _lost(info, first_token_sent=not prefill_open) from None
         finally:
+            if opened is not None:
+                self._inflight.close(opened)
             if prefill_open:
                 self._close_prefill(routed)
             if call is not None:
@@ -188,6 +212,19 @@ def _classify(exc: grpc.aio.AioRpcError, info: WorkerInfo, first_token_sent: boo
     if first_token_sent:
         return WorkerFailedError(f"worker {info.worker_id} failed mid-stream: {code.name} {exc.details()}")
     return UpstreamError(f"worker {info.worker_id} failed: {code.name} {exc.details()}")
+
+
+def _lost(info: WorkerInfo, first_token_sent: bool) -> Exception:
+    """The call was abandoned because its worker left the directory while silent (stalled or gone)."""
+    if first_token_sent:
+        return WorkerFailedError(f"worker {info.worker_id} stopped responding mid-stream")
+    return _RetryableError(grpc.StatusCode.UNAVAILABLE)
+
+
+def _cancelling() -> bool:
+    """Whether the current task is being cancelled (as opposed to a call cancelled under it)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
 
 
 def _request(job: Job, routed: Routed) -> worker_pb2.GenerateRequest:

@@ -24,6 +24,7 @@ from kvgate.gateway.upstream.errors import (
     WorkerFailedError,
     WorkersBusyError,
 )
+from kvgate.gateway.upstream.inflight import InFlight
 from kvgate.gateway.upstream.job import Done, Job, Tokens
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto.fingerprint import CacheConfig
@@ -199,3 +200,96 @@ async def test_finished_requests_leave_no_in_flight_work(cluster: Cluster) -> No
     for seed in range(5):
         await collect(cluster.dispatcher, job(seed=20 + seed))
     assert all(cluster.router.inflight_tokens(w.worker_id) == 0 for w in cluster.workers)
+
+
+async def _stalled_worker(cluster: Cluster, j: Job) -> ScriptedWorker:
+    """The worker ``j`` was sent to (waits until one received it)."""
+    for _ in range(200):
+        receivers = [w for w in cluster.workers if j.request_id in w.received]
+        if receivers:
+            return receivers[0]
+        await asyncio.sleep(0.01)
+    raise AssertionError("no worker received the request")
+
+
+async def _lose(cluster: Cluster, worker: ScriptedWorker, dispatcher: Dispatcher) -> None:
+    """``worker`` drops out of the index (as when its heartbeat lapses), then a directory refresh."""
+    await cluster.index.deregister(worker.worker_id, worker.epoch)
+    await cluster.directory.refresh()
+    await dispatcher.reconcile()
+
+
+def _instant_abandon(cluster: Cluster) -> Dispatcher:
+    return Dispatcher(cluster.directory, cluster.router, cluster.channels, cluster.index,
+                      inflight=InFlight(grace_s=0.0))  # fmt: skip
+
+
+async def test_a_stalled_worker_that_leaves_the_directory_is_abandoned_and_the_request_rerouted(
+    cluster: Cluster,
+) -> None:
+    dispatcher = _instant_abandon(cluster)
+    for worker in cluster.workers:
+        worker.mode = Mode.STALL
+    j = job(seed=20)
+    task = asyncio.create_task(collect(dispatcher, j))
+    stalled = await _stalled_worker(cluster, j)
+    for worker in cluster.workers:
+        if worker is not stalled:
+            worker.mode = Mode.SERVE
+    await _lose(cluster, stalled, dispatcher)
+    tokens, done = await asyncio.wait_for(task, 5)
+    assert len(tokens) == 4
+    assert done.attempts == 2
+    assert done.routed.decision.worker_id != stalled.worker_id
+    assert stalled.worker_id not in {w.info.worker_id for w in cluster.directory.live()}
+
+
+async def test_a_worker_that_stalls_mid_stream_and_leaves_ends_the_stream_with_an_error(
+    cluster: Cluster,
+) -> None:
+    dispatcher = _instant_abandon(cluster)
+    for worker in cluster.workers:
+        worker.mode = Mode.STALL_AFTER_TWO
+    j = job(seed=21, max_tokens=10)
+    got: list[int] = []
+
+    async def consume() -> None:
+        async for item in dispatcher.stream(j):
+            got.extend(item.token_ids)
+
+    task = asyncio.create_task(consume())
+    for _ in range(500):
+        if len(got) >= 2:
+            break
+        await asyncio.sleep(0.01)
+    await _lose(cluster, await _stalled_worker(cluster, j), dispatcher)
+    with pytest.raises(WorkerFailedError, match="stopped responding mid-stream"):
+        await asyncio.wait_for(task, 5)
+    assert got == got[:2]
+
+
+async def test_a_call_that_keeps_streaming_is_not_abandoned_when_its_worker_leaves(cluster: Cluster) -> None:
+    dispatcher = Dispatcher(cluster.directory, cluster.router, cluster.channels, cluster.index,
+                            inflight=InFlight(grace_s=1.0))  # fmt: skip
+    for worker in cluster.workers:
+        worker.token_delay_s = 0.05
+    j = job(seed=22, max_tokens=30)
+    task = asyncio.create_task(collect(dispatcher, j))
+    streaming = await _stalled_worker(cluster, j)
+    await asyncio.sleep(0.2)
+    await _lose(cluster, streaming, dispatcher)  # its tokens keep coming: alive, whatever the index says
+    tokens, done = await asyncio.wait_for(task, 10)
+    assert len(tokens) == 30
+    assert done.attempts == 1
+
+
+async def test_channels_of_departed_workers_are_closed(cluster: Cluster) -> None:
+    await collect(cluster.dispatcher, job(seed=23))
+    await collect(cluster.dispatcher, job(seed=24))
+    used = len(cluster.channels)
+    assert used >= 1
+    for worker in cluster.workers:
+        await cluster.index.deregister(worker.worker_id, worker.epoch)
+    await cluster.directory.refresh()
+    await cluster.dispatcher.reconcile()
+    assert len(cluster.channels) == 0

@@ -33,6 +33,7 @@ class Mode(enum.Enum):
     FAIL_BEFORE_FIRST = "fail_before_first"  # UNAVAILABLE before any token
     FAIL_AFTER_TWO = "fail_after_two"  # two tokens, then INTERNAL
     STALL = "stall"  # accepts, never answers
+    STALL_AFTER_TWO = "stall_after_two"  # two tokens, then silence
     BUSY = "busy"  # RESOURCE_EXHAUSTED
     REJECT = "reject"  # INVALID_ARGUMENT
 
@@ -49,6 +50,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
     held: set[ChunkHash] = field(default_factory=set)
     cancelled: list[str] = field(default_factory=list)
     served: list[str] = field(default_factory=list)
+    received: list[str] = field(default_factory=list)
     hints: list[CacheHint] = field(default_factory=list)
     _seq: int = 0
     _server: grpc.aio.Server | None = None
@@ -78,6 +80,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
             await self._server.stop(grace=None)
 
     async def Generate(self, request, context):
+        self.received.append(request.request_id)
         if self.mode is Mode.BUSY:
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "queue full")
         if self.mode is Mode.REJECT:
@@ -103,6 +106,8 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
         for i in range(sampling.max_tokens):
             if self.mode is Mode.FAIL_AFTER_TWO and produced == 2:
                 await context.abort(grpc.StatusCode.INTERNAL, "engine crashed")
+            if self.mode is Mode.STALL_AFTER_TWO and produced == 2:
+                await asyncio.sleep(3600)
             await asyncio.sleep(self.token_delay_s)
             produced += 1
             yield worker_pb2.GenerateResponse(
