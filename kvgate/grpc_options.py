@@ -18,6 +18,8 @@ CLIENT_OPTIONS: tuple[tuple[str, int], ...] = (
 
 SERVER_OPTIONS: tuple[tuple[str, int], ...] = (
     # Permit the clients' pings: anything slower than the client's interval is refused.
+    # One server per port: two workers of a node must never share one (gRPC enables SO_REUSEPORT).
+    ("grpc.so_reuseport", 0),
     ("grpc.http2.min_recv_ping_interval_without_data_ms", KEEPALIVE_TIME_MS // 2),
     ("grpc.keepalive_permit_without_calls", 1),
     ("grpc.http2.max_ping_strikes", 0),

@@ -16,6 +16,8 @@ from kvgate.models import DEFAULT_MODEL_ID, default_model_path
 
 HTTP_PORT = 8000
 GRPC_PORT = 50051
+WORKER_GRPC_BASE = 50100  # worker i of a node: gRPC on 50100 + i (``kvgate workers``)
+WORKER_METRICS_BASE = 9400  # worker i of a node: /metrics on 9400 + i
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,8 +28,20 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-model-len", type=int, default=kv.max_model_len, help="tokens per sequence")
 
 
-def add_worker_arguments(parser: argparse.ArgumentParser, default_redis: bool = False) -> None:
+def add_worker_arguments(parser: argparse.ArgumentParser, fixed_ports: bool = False) -> None:
+    """``fixed_ports``: workers take the node's ports from 50100 / 9400 up by default (deployments,
+    firewalls, static scrape targets); otherwise any free ports (one machine, many stacks)."""
     kv = KVSizing()
+    grpc_base, metrics_base = (WORKER_GRPC_BASE, WORKER_METRICS_BASE) if fixed_ports else (0, 0)
+    parser.add_argument("--worker-port", type=int, default=grpc_base,
+                        help=f"worker i of a node serves gRPC on this + i (0: any free port; default "
+                             f"{grpc_base})")  # fmt: skip
+    parser.add_argument("--worker-metrics-port", type=int, default=metrics_base,
+                        help=f"worker i of a node serves /metrics on this + i (0: any free port; default "
+                             f"{metrics_base})")  # fmt: skip
+    parser.add_argument("--stall-timeout", type=float, default=120.0,
+                        help="seconds a worker's engine may hold requests without finishing a step before "
+                             "it is declared hung and restarted")  # fmt: skip
     parser.add_argument("--workers", type=int, help="worker actors (default: one per GPU, or 2 on CPU)")
     parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
     parser.add_argument("--cpus-per-worker", type=int, default=1, help="CPU mode: cores per worker")
@@ -73,6 +87,9 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
         port=getattr(args, "port", HTTP_PORT),
         grpc_port=getattr(args, "grpc_port", GRPC_PORT),
         ready_timeout_s=getattr(args, "ready_timeout", 600.0),
+        worker_port=getattr(args, "worker_port", 0),
+        worker_metrics_port=getattr(args, "worker_metrics_port", 0),
+        stall_timeout_s=getattr(args, "stall_timeout", 120.0),
         **optional,
     )
 

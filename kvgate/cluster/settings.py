@@ -8,6 +8,7 @@ from pathlib import Path
 from kvgate.proto.fingerprint import CacheConfig
 
 DEFAULT_CPU_WORKERS = 2
+PORTS_PER_NODE = 8  # one worker per GPU, up to 8 per node
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +43,10 @@ class ClusterSettings:
     - ``host`` / ``port`` / ``grpc_port``: where the gateway listens (HTTP, gRPC).
     - ``ready_timeout_s``: how long to wait for the workers to load before giving up.
     - ``policy``: the gateway's routing policy (``kvgate.gateway.routing.policy_names()``).
+    - ``worker_port`` / ``worker_metrics_port``: worker i of a node serves gRPC / ``/metrics`` on the
+      i-th free port from these (up to ``PORTS_PER_NODE``; 0: any free port).
+    - ``stall_timeout_s``: a worker whose engine holds requests without finishing a step this long is
+      declared hung: its requests fail (the gateway re-routes them) and Ray restarts it.
     """
 
     model_path: Path
@@ -58,6 +63,9 @@ class ClusterSettings:
     grpc_port: int = 50051
     ready_timeout_s: float = 600.0
     policy: str = "kvgate"
+    worker_port: int = 0
+    worker_metrics_port: int = 0
+    stall_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:

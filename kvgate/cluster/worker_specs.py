@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kvgate.cluster.settings import ClusterSettings
+from kvgate.cluster.settings import PORTS_PER_NODE, ClusterSettings
 from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.workers.engine import EngineConfig
 from kvgate.workers.ray_actor import ActorSpec
@@ -51,14 +51,17 @@ def actor_specs(settings: ClusterSettings, count: int, gpu: bool) -> list[ActorS
     engine = engine_config(settings, gpu)
     return [
         ActorSpec(
-            # metrics_port 0: each worker exports /metrics on a free port it advertises in its registration
+            # each worker exports /metrics too, and advertises its address in its registration
             WorkerConfig(
                 settings.model_path,
                 engine,
                 WorkerId(f"worker-{i}"),
                 Epoch(0),
+                port=settings.worker_port,
+                port_span=PORTS_PER_NODE,
                 torch_threads=None,
-                metrics_port=0,
+                metrics_port=settings.worker_metrics_port,
+                stall_timeout_s=settings.stall_timeout_s,
             ),
             redis_url=settings.redis_url,
         )

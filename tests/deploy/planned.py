@@ -20,7 +20,7 @@ PLANNED_FLAGS: dict[str, frozenset[str]] = {
 
 HTTP_PORT = 8000  # gateway: OpenAI / Anthropic API, /health, /metrics
 GRPC_PORT = 50051  # gateway: kvgate.v1.KVGateway
-WORKER_GRPC_BASE = 50100  # worker i of a node: gRPC on 50100 + i
+WORKER_GRPC_BASE = 50100  # worker i of a node: gRPC on the i-th free port from 50100 (kvgate workers)
 WORKER_METRICS_BASE = 9400  # worker i of a node: /metrics on 9400 + i
 WORKER_PORTS_PER_NODE = 8  # ports the images expose per range (one worker per GPU, up to 8)
 RAY_GCS_PORT = 6379

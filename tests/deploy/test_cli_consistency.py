@@ -12,6 +12,7 @@ import pytest
 
 from kvgate.cli.cache_args import SECRET_ENV
 from kvgate.cli.main import COMMANDS, build_parser
+from kvgate.cluster.settings import PORTS_PER_NODE
 from kvgate.index.settings import IndexSettings
 from kvgate.proto.fingerprint import DEFAULT_BLOCK_SIZE
 from kvgate.proto.hashing import DEFAULT_CHUNK_SIZE
@@ -99,3 +100,13 @@ def test_the_runbook_sizing_example_is_right() -> None:
     assert f"{per_token:,} B" in text
     assert f"{per_token * DEFAULT_BLOCK_SIZE // 1024} KiB" in text
     assert re.search(r"2·8·128·2·32 = 128 KiB", text)  # Llama-3.1-8B: 131,072 B per token
+
+
+def test_worker_port_defaults_agree_with_the_deploy_files() -> None:
+    """``kvgate workers`` (deployments) takes the node's ports from the bases deploy/ names, up to the
+    ports the images expose; ``kvgate up`` (one machine) takes free ones."""
+    workers, up = _subparsers()["workers"], _subparsers()["up"]
+    assert workers.get_default("worker_port") == planned.WORKER_GRPC_BASE
+    assert workers.get_default("worker_metrics_port") == planned.WORKER_METRICS_BASE
+    assert (up.get_default("worker_port"), up.get_default("worker_metrics_port")) == (0, 0)
+    assert PORTS_PER_NODE == planned.WORKER_PORTS_PER_NODE

@@ -4,6 +4,7 @@ NOT_SERVING and reports it broken (the owner then restarts it under a new epoch)
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +14,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from kvgate.workers.engine import LLMEngine
 from kvgate.workers.service import SERVICE_NAME, EngineUnavailableError
+from kvgate.workers.service.errors import EngineStalledError
 from tests.service.conftest import StartWorker
 from tests.service.helpers import client, engine_loop, generate_request, greedy, prompt, read_generation
 
@@ -76,3 +78,43 @@ async def test_a_failed_step_fails_requests_and_marks_the_worker_broken(start_wo
     assert await health(address) == health_pb2.HealthCheckResponse.NOT_SERVING
     with pytest.raises(EngineUnavailableError):
         await loop.call(lambda engine: None)
+
+
+async def test_a_stalled_engine_fails_its_requests_and_marks_the_worker_broken(
+    start_worker: StartWorker,
+) -> None:
+    """A step that never finishes (a hung kernel): after ``stall_timeout_s`` the request fails with
+    UNAVAILABLE (no token yet: the gateway re-routes it) and the worker reports itself broken."""
+    worker = await start_worker(stall_timeout_s=0.5)
+    loop = engine_loop(worker)
+    release = threading.Event()
+
+    def hang(engine: LLMEngine) -> None:
+        step = engine.step
+
+        def stuck() -> Any:
+            release.wait(30)
+            return step()
+
+        engine.step = stuck  # type: ignore[method-assign]
+
+    await loop.call(hang)
+    try:
+        async with client(worker.info.address) as stub:
+            with pytest.raises(grpc.aio.AioRpcError) as failed:
+                await asyncio.wait_for(read_generation(stub.Generate(generate_request(prompt(10), "h"))), 10)
+        error = await asyncio.wait_for(worker.wait_broken(), 5)
+    finally:
+        release.set()
+    assert failed.value.code() is grpc.StatusCode.UNAVAILABLE
+    assert "no engine step finished" in failed.value.details()
+    assert isinstance(error, EngineStalledError)
+    assert await health(worker.info.address) == health_pb2.HealthCheckResponse.NOT_SERVING
+
+
+async def test_an_idle_engine_is_never_declared_stalled(start_worker: StartWorker) -> None:
+    worker = await start_worker(stall_timeout_s=0.3, idle_tick_s=5.0)  # idle far longer than the timeout
+    await asyncio.sleep(1.0)
+    async with client(worker.info.address) as stub:
+        await read_generation(stub.Generate(generate_request(prompt(10), "fine", greedy(3))))
+    assert not worker.broken

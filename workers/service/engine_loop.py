@@ -11,7 +11,9 @@ on the event loop's thread, so it needs no lock.
 Failure. An exception from ``step()`` leaves the engine unusable: the thread ends, every in-flight
 request fails with :class:`EngineUnavailableError`, later submissions are refused, and ``on_broken``
 is called (on the event loop) so the owner can report NOT_SERVING and exit the process; the worker
-comes back under a new epoch.
+comes back under a new epoch. A stall is a failure too: when requests are in flight and no step has
+finished for ``stall_timeout_s`` (a hung kernel, a deadlock), a watchdog on the event loop fails them
+the same way with :class:`EngineStalledError`; the stuck thread is abandoned (it is a daemon).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -28,7 +31,12 @@ import torch
 from kvgate.proto.events import EventBatch
 from kvgate.workers.engine import EngineRequest, LLMEngine, StepOutput
 from kvgate.workers.service.engine_stats import EngineStats
-from kvgate.workers.service.errors import AdmissionFullError, DuplicateRequestError, EngineUnavailableError
+from kvgate.workers.service.errors import (
+    AdmissionFullError,
+    DuplicateRequestError,
+    EngineStalledError,
+    EngineUnavailableError,
+)
 from kvgate.workers.service.holdings import EventItem
 from kvgate.workers.service.request_stream import RequestSinks, RequestStream
 
@@ -49,6 +57,8 @@ class EngineLoop:
     :meth:`submit` raises :class:`AdmissionFullError`. ``on_events`` gets each step's event items
     (consecutive seqs; a ``Snapshot`` replaces a run of lost batches) and ``on_broken`` the step's
     exception, both on the event loop. ``torch_threads``: torch's intra-op threads (None: leave as is).
+    ``stall_timeout_s``: how long requests may be in flight without a step finishing before the engine
+    is declared stalled (None: never); far above the slowest legitimate step.
     """
 
     def __init__(
@@ -60,9 +70,12 @@ class EngineLoop:
         on_broken: Callable[[BaseException], None] = _ignore,
         idle_tick_s: float = 1.0,
         torch_threads: int | None = None,
+        stall_timeout_s: float | None = None,
     ) -> None:
         if max_in_flight < 1 or idle_tick_s <= 0:
             raise ValueError("max_in_flight must be >= 1 and idle_tick_s > 0")
+        if stall_timeout_s is not None and stall_timeout_s <= 0:
+            raise ValueError("stall_timeout_s must be positive")
         self._engine = engine
         self._max_in_flight = max_in_flight
         self._on_events, self._on_broken = on_events, on_broken
@@ -76,6 +89,9 @@ class EngineLoop:
         self._error: BaseException | None = None
         self._aloop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
+        self._stall_timeout_s = stall_timeout_s
+        self._progress_s = time.monotonic()  # event loop: last step finished, or work arrived idle
+        self._watchdog: asyncio.Task[None] | None = None
 
     # -- event loop side ------------------------------------------------------------------------
 
@@ -101,6 +117,8 @@ class EngineLoop:
         self._aloop = asyncio.get_running_loop()
         self._thread = threading.Thread(target=self._run, name="kvgate-engine", daemon=True)
         self._thread.start()
+        if self._stall_timeout_s is not None:
+            self._watchdog = asyncio.create_task(self._watch_stall(), name="kvgate-engine-stall-watchdog")
 
     def submit(self, request: EngineRequest) -> RequestStream:
         """Hands ``request`` to the engine; returns its output stream. Raises EngineUnavailableError
@@ -111,6 +129,8 @@ class EngineLoop:
             raise DuplicateRequestError(f"request {request.request_id!r} is already in flight")
         if len(self._sinks) >= self._max_in_flight:
             raise AdmissionFullError(f"the worker holds {len(self._sinks)} requests, its limit")
+        if not self._sinks:
+            self._progress_s = time.monotonic()  # the stall clock starts with the work
         self._engine.add_request(request)  # validates; thread-safe
         stream = self._sinks.open(request.request_id, self._detach)
         self._wake()
@@ -142,8 +162,10 @@ class EngineLoop:
         with self._cond:
             self._stopping = True
             self._cond.notify()
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         if self._thread is not None:
-            await asyncio.to_thread(self._thread.join)
+            await asyncio.to_thread(self._thread.join, None if self._error is None else 1.0)
         self._sinks.fail_all(EngineUnavailableError("the worker is shutting down"))
 
     def _check_usable(self) -> None:
@@ -162,7 +184,24 @@ class EngineLoop:
         if self._sinks.mute(request_id):
             self.abort(request_id)
 
+    async def _watch_stall(self) -> None:
+        """Fails the engine once requests waited ``stall_timeout_s`` without a finished step."""
+        assert self._stall_timeout_s is not None
+        period = min(1.0, self._stall_timeout_s / 4)
+        while self._error is None:
+            await asyncio.sleep(period)
+            silent = time.monotonic() - self._progress_s
+            if self._sinks and silent > self._stall_timeout_s:
+                log.error("engine stalled: %d request(s) in flight, no step for %.1f s",
+                          len(self._sinks), silent)  # fmt: skip
+                with self._cond:
+                    self._stopping = True
+                self._on_failure(EngineStalledError(f"no engine step finished for {silent:.1f} s"))
+
     def _on_step(self, outputs: list[StepOutput], items: list[EventItem], stats: EngineStats) -> None:
+        if self._error is not None:
+            return  # declared stalled meanwhile: its requests were failed already
+        self._progress_s = time.monotonic()
         self._stats = stats
         for out in outputs:
             self._sinks.deliver(out)

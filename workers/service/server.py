@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 
 import grpc
 import torch
@@ -87,6 +88,7 @@ class WorkerServer:
             on_broken=self._on_broken,
             idle_tick_s=config.idle_tick_s,
             torch_threads=config.torch_threads,
+            stall_timeout_s=config.stall_timeout_s,
         )
         self._server = grpc.aio.server(options=SERVER_OPTIONS)
         metrics_address = self._serve_metrics(config, loop)
@@ -106,7 +108,9 @@ class WorkerServer:
 
     def _bind(self, server: grpc.aio.Server, config: WorkerConfig, metrics_address: str) -> WorkerInfo:
         """Binds ``server``'s port (``self.port``); the registration record with the bound address."""
-        self.port = port = server.add_insecure_port(f"{config.host}:{config.port}")
+        self.port = port = _first_bindable(
+            config.candidate_ports(config.port), lambda p: server.add_insecure_port(f"{config.host}:{p}")
+        )
         cache = config.engine.cache
         return WorkerInfo(
             config.worker_id, config.epoch, config.address(port), cache.fingerprint(), cache.model_id,
@@ -123,7 +127,10 @@ class WorkerServer:
             model.config, config.engine.block_size, config.engine.torch_dtype
         )
         self.metrics = MetricsEndpoint(WorkerCollector(config.worker_id, lambda: loop.stats, block_bytes))
-        return config.address(self.metrics.start(config.host, config.metrics_port))
+        endpoint = self.metrics
+        ports = config.candidate_ports(config.metrics_port)
+        port = _first_bindable(ports, lambda p: endpoint.start(config.host, p))
+        return config.address(port)
 
     async def stop(self) -> None:
         """Stops serving: NOT_SERVING, deregister, end the event streams, let running calls finish
@@ -164,3 +171,14 @@ class WorkerServer:
     async def _set_health(self, status: health_pb2.HealthCheckResponse.ServingStatus) -> None:
         for service in ("", SERVICE_NAME):
             await self._health.set(service, status)
+
+
+def _first_bindable(ports: range, bind: Callable[[int], int]) -> int:
+    """``bind(port)`` for each port in turn until one succeeds; its bound port. RuntimeError (naming
+    the range) when none is free."""
+    for port in ports:
+        try:
+            return bind(port)
+        except (OSError, RuntimeError) as exc:
+            log.debug("port %d is taken (%s); trying the next", port, exc)
+    raise RuntimeError(f"no free port in {ports.start}..{ports.stop - 1}")
