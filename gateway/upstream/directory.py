@@ -62,9 +62,12 @@ class WorkerDirectory:
             self.degraded = True
             return
         self.degraded = False
+        before = {w.info.worker_id for w in self._workers}
         self._workers = [s for s in statuses if self._accept(s)]
         now = self._now()
-        self._quarantine = {w: t for w, t in self._quarantine.items() if t > now}
+        # a worker that left and came back (resumed, reconnected) is given a clean slate
+        returned = {w.info.worker_id for w in self._workers} - before
+        self._quarantine = {w: t for w, t in self._quarantine.items() if t > now and w not in returned}
 
     async def run(self, after_refresh: Callable[[], Awaitable[None]] | None = None) -> None:
         """Refreshes forever, awaiting ``after_refresh`` after each refresh; cancel the task to stop."""

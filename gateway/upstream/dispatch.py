@@ -102,7 +102,10 @@ class Dispatcher:
         return len(self._directory.live())
 
     def _routable(self, exclude: frozenset[WorkerId]) -> list[WorkerStatus]:
+        """Live workers not in ``exclude``; when there are none, the quarantined ones not in
+        ``exclude`` (a worker that failed a moment ago beats refusing the request)."""
         workers = [w for w in self._directory.live() if w.info.worker_id not in exclude]
+        workers = workers or [w for w in self._directory.known() if w.info.worker_id not in exclude]
         if not workers:
             raise NoWorkersError("no worker is available to serve this request")
         return workers

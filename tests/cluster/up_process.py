@@ -48,7 +48,7 @@ class UpProcess:
         return f"http://127.0.0.1:{self.port}"
 
     def wait_healthy(self, timeout_s: float) -> None:
-        """Until /health answers 200 (every worker routable); AssertionError with stderr if not."""
+        """Until /health answers 200 (a worker is routable); AssertionError with stderr if not."""
         wait_for(lambda: self.proc.poll() is None and self._healthy(), timeout_s, self.log)
 
     def workers(self) -> list[tuple[str, str, str, int]]:

@@ -31,6 +31,7 @@ from kvgate.proto.fingerprint import CacheConfig
 from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.sampling import FinishReason, SamplingParams
+from kvgate.proto.workers import WorkerLoad
 from tests.support.scripted_worker import Mode, ScriptedWorker
 
 CONFIG = CacheConfig("test-model")
@@ -293,3 +294,23 @@ async def test_channels_of_departed_workers_are_closed(cluster: Cluster) -> None
     await cluster.directory.refresh()
     await cluster.dispatcher.reconcile()
     assert len(cluster.channels) == 0
+
+
+async def test_a_quarantined_worker_is_the_last_resort_rather_than_a_refusal(cluster: Cluster) -> None:
+    for worker in cluster.workers:
+        cluster.directory.quarantine(worker.worker_id, 60)
+    assert cluster.directory.live() == []
+    tokens, done = await collect(cluster.dispatcher, job(seed=25))
+    assert len(tokens) == 4
+    assert done.attempts == 1
+
+
+async def test_a_worker_that_leaves_and_returns_is_no_longer_quarantined(cluster: Cluster) -> None:
+    worker = cluster.workers[0]
+    cluster.directory.quarantine(worker.worker_id, 60)
+    await cluster.index.deregister(worker.worker_id, worker.epoch)
+    await cluster.directory.refresh()
+    worker.epoch += 1  # it comes back (restarted or reconnected)
+    await cluster.index.register(worker.info, WorkerLoad(gpu_blocks_total=100, gpu_blocks_free=100))
+    await cluster.directory.refresh()
+    assert worker.worker_id in {w.info.worker_id for w in cluster.directory.live()}
