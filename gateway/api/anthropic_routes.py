@@ -12,6 +12,7 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from kvgate.gateway.api.anthropic_prompt import cache_hint, chat_messages
+from kvgate.gateway.api.anthropic_responses import MESSAGES_RESPONSES
 from kvgate.gateway.api.anthropic_schemas import MessagesRequest
 from kvgate.gateway.api.streaming import collect, stream_response
 from kvgate.gateway.prepare import Generation, Preparer
@@ -43,7 +44,7 @@ def stop_reason(done: TextDone) -> tuple[str, str | None]:
 def build_anthropic_router(preparer: Preparer, generator: TextGenerator) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/v1/messages", response_model=None)
+    @router.post("/v1/messages", response_model=None, responses=MESSAGES_RESPONSES)
     async def messages(body: MessagesRequest) -> JSONResponse | StreamingResponse:
         preparer.check_model(body.model)
         rendered, breakpoints = chat_messages(body)
@@ -70,7 +71,7 @@ def build_anthropic_router(preparer: Preparer, generator: TextGenerator) -> APIR
             text, done = await collect(events)
             return JSONResponse(_message(mid, body.model, text, done, hint))
         return await stream_response(
-            events, _renderer(mid, body.model, hint, job.prompt_tokens), done_marker=False
+            events, _renderer(mid, body.model, hint, job.prompt_tokens), anthropic=True
         )
 
     return router

@@ -1,52 +1,59 @@
-"""Request body of the Anthropic-style ``/v1/messages`` endpoint (text content, cache_control)."""
+"""Request body of the Anthropic-style ``/v1/messages`` endpoint (text content, cache_control). Strict
+JSON types and no unknown fields, as Anthropic does (see :mod:`kvgate.gateway.api.body_types`)."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field, model_validator
+
+from kvgate.gateway.api.body_types import U32_MAX, StrictBody, Text, TopK, TopP
 
 TTL_SECONDS = {"5m": 300, "1h": 3600}
+MAX_BREAKPOINTS = 4  # cache_control blocks per request, as Anthropic allows; each costs a tokenization
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class CacheControl(_Strict):
+class CacheControl(StrictBody):
     type: Literal["ephemeral"]
     ttl: Literal["5m", "1h"] = "5m"
 
 
-class TextBlock(_Strict):
+class TextBlock(StrictBody):
     type: Literal["text"]
-    text: str
+    text: Text
     cache_control: CacheControl | None = None
 
 
-class Message(_Strict):
+class Message(StrictBody):
     role: Literal["user", "assistant"]
-    content: str | list[TextBlock] = Field(min_length=1)
+    content: Text | list[TextBlock] = Field(min_length=1)
 
     def blocks(self) -> list[TextBlock]:
         return [TextBlock(type="text", text=self.content)] if isinstance(self.content, str) else self.content
 
 
-class Metadata(_Strict):
-    user_id: str | None = Field(default=None, max_length=256)
+class Metadata(StrictBody):
+    user_id: Annotated[Text, Field(max_length=256)] | None = None
 
 
-class MessagesRequest(_Strict):
-    model: str = Field(min_length=1)
-    max_tokens: Annotated[int, Field(ge=1, le=2**32 - 1)]
+class MessagesRequest(StrictBody):
+    model: Text = Field(min_length=1)
+    max_tokens: Annotated[int, Field(ge=1, le=U32_MAX)]
     messages: list[Message] = Field(min_length=1)
-    system: str | list[TextBlock] | None = None
-    stop_sequences: list[str] | None = None
-    temperature: Annotated[float, Field(ge=0, le=1)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    top_k: Annotated[int, Field(ge=0)] | None = None
+    system: Text | list[TextBlock] | None = None
+    stop_sequences: list[Text] | None = None
+    temperature: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    top_p: TopP | None = None
+    top_k: TopK | None = None
     stream: bool = False
     metadata: Metadata | None = None
+
+    @model_validator(mode="after")
+    def _few_breakpoints(self) -> MessagesRequest:
+        blocks = [*self.system_blocks(), *(b for m in self.messages for b in m.blocks())]
+        if sum(b.cache_control is not None for b in blocks) > MAX_BREAKPOINTS:
+            raise ValueError(f"at most {MAX_BREAKPOINTS} blocks may have cache_control")
+        return self
 
     def system_blocks(self) -> list[TextBlock]:
         if self.system is None:

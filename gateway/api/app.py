@@ -7,13 +7,14 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from kvgate.gateway.api.anthropic_routes import build_anthropic_router
 from kvgate.gateway.api.body_limit import BodyLimit
 from kvgate.gateway.api.dashboard import build_dashboard_router
 from kvgate.gateway.api.errors import install_error_handlers
+from kvgate.gateway.api.health import HEALTH_RESPONSES
 from kvgate.gateway.api.openai_routes import build_openai_router
 from kvgate.gateway.api.route_routes import build_route_router
 from kvgate.gateway.metrics import GatewayMetrics
@@ -43,12 +44,12 @@ def create_app(
     app.include_router(build_dashboard_router(metrics, directory))
     app.include_router(build_route_router(preparer, dispatcher, settings.cache.chunk_size))
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:
         """Prometheus exposition of this gateway's metrics."""
         return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
-    @app.get("/health")
+    @app.get("/health", responses=HEALTH_RESPONSES)
     async def health() -> JSONResponse:
         """200 when at least one worker is routable, else 503 (load balancers take it out)."""
         live = len(directory.live())

@@ -1,10 +1,10 @@
-"""Refuses request bodies over a size limit with a 413 in the OpenAI error format, before parsing."""
+"""Refuses request bodies over a size limit with a 413 in the endpoint's error format, before parsing."""
 
 from __future__ import annotations
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from kvgate.gateway.api.errors import ApiError
+from kvgate.gateway.api.errors import ApiError, anthropic_path
 
 
 class BodyLimit:
@@ -49,7 +49,7 @@ class BodyLimit:
 
     async def _refuse(self, scope: Scope, receive: Receive, send: Send) -> None:
         error = ApiError(413, f"request body is larger than {self._max} bytes", code="body_too_large")
-        await error.response()(scope, receive, send)
+        await error.response(anthropic_path(scope.get("path", "")))(scope, receive, send)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

@@ -10,6 +10,12 @@ from fastapi import APIRouter
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from kvgate.gateway.api import openai_format as fmt
+from kvgate.gateway.api.openai_responses import (
+    ChatCompletion,
+    ModelList,
+    TextCompletion,
+    generation_responses,
+)
 from kvgate.gateway.api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from kvgate.gateway.api.streaming import Events, collect, stream_response
 from kvgate.gateway.prepare import Generation, Preparer
@@ -58,14 +64,14 @@ def build_openai_router(preparer: Preparer, generator: TextGenerator, model_name
     """The OpenAI endpoints, closed over the gateway's services (no global state)."""
     router = APIRouter()
 
-    @router.get("/v1/models")
+    @router.get("/v1/models", response_model=ModelList)
     async def models() -> dict[str, Any]:
         return {
             "object": "list",
             "data": [{"id": model_name, "object": "model", "created": 0, "owned_by": "kvgate"}],
         }
 
-    @router.post("/v1/chat/completions", response_model=None)
+    @router.post("/v1/chat/completions", response_model=None, responses=generation_responses(ChatCompletion))
     async def chat(body: ChatCompletionRequest) -> JSONResponse | StreamingResponse:
         preparer.check_model(body.model)
         ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in body.messages])
@@ -74,7 +80,7 @@ def build_openai_router(preparer: Preparer, generator: TextGenerator, model_name
             generator.stream(job), body, f"chatcmpl-{job.request_id}", fmt.chat_response, _chat_renderer
         )
 
-    @router.post("/v1/completions", response_model=None)
+    @router.post("/v1/completions", response_model=None, responses=generation_responses(TextCompletion))
     async def completions(body: CompletionRequest) -> JSONResponse | StreamingResponse:
         preparer.check_model(body.model)
         ids = await preparer.text_prompt(body.prompt)

@@ -1,29 +1,28 @@
-"""Request bodies of the OpenAI-compatible endpoints. Unknown fields are refused (400), and fields
-OpenAI defines that kvgate does not implement are accepted only at their no-op values."""
+"""Request bodies of the OpenAI-compatible endpoints. Strict JSON types, and unknown fields are
+refused (400), as OpenAI does (see :mod:`kvgate.gateway.api.body_types`); fields OpenAI defines that
+kvgate does not implement are accepted only at their no-op values."""
 
 from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
-_U32 = 2**32 - 1
+from kvgate.gateway.api.body_types import I64_MAX, I64_MIN, U32_MAX, StrictBody, Text, TokenId, TopK, TopP
 
-
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+_MaxTokens = Annotated[int, Field(ge=1, le=U32_MAX)]
 
 
-class TextPart(_Strict):
+class TextPart(StrictBody):
     type: Literal["text"]
-    text: str
+    text: Text
 
 
-class ChatMessage(_Strict):
+class ChatMessage(StrictBody):
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
-    name: str | None = None
-    tool_call_id: str | None = None
+    content: Text | list[TextPart] | None = None
+    name: Text | None = None
+    tool_call_id: Text | None = None
 
     def text(self) -> str:
         if self.content is None:
@@ -31,27 +30,27 @@ class ChatMessage(_Strict):
         return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
 
 
-class StreamOptions(_Strict):
+class StreamOptions(StrictBody):
     include_usage: bool = False
 
 
-class _Sampling(_Strict):
+class _Sampling(StrictBody):
     """Fields shared by chat and text completions."""
 
-    model: str = Field(min_length=1)
-    temperature: Annotated[float, Field(ge=0, le=2)] | None = None
-    top_p: Annotated[float, Field(gt=0, le=1)] | None = None
-    top_k: Annotated[int, Field(ge=0, le=_U32)] | None = None  # extension (vLLM, SGLang)
-    seed: Annotated[int, Field(ge=-(2**63), lt=2**63)] | None = None
-    stop: str | list[str] | None = None
+    model: Text = Field(min_length=1)
+    temperature: Annotated[float, Field(ge=0, le=2, allow_inf_nan=False)] | None = None
+    top_p: TopP | None = None
+    top_k: TopK | None = None  # extension (vLLM, SGLang)
+    seed: Annotated[int, Field(ge=I64_MIN, le=I64_MAX)] | None = None
+    stop: Text | list[Text] | None = None
     stream: bool = False
     stream_options: StreamOptions | None = None
     n: Literal[1] = 1
     presence_penalty: Literal[0, 0.0] | None = None
     frequency_penalty: Literal[0, 0.0] | None = None
     logprobs: Literal[False] | None = None
-    user: str | None = Field(default=None, max_length=256)
-    prompt_cache_key: str | None = Field(default=None, max_length=1024)
+    user: Annotated[Text, Field(max_length=256)] | None = None
+    prompt_cache_key: Annotated[Text, Field(max_length=1024)] | None = None
     ignore_eos: bool = False  # extension
 
     def stop_list(self) -> list[str]:
@@ -62,8 +61,8 @@ class _Sampling(_Strict):
 
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: Annotated[int, Field(ge=1, le=_U32)] | None = None
-    max_completion_tokens: Annotated[int, Field(ge=1, le=_U32)] | None = None
+    max_tokens: _MaxTokens | None = None
+    max_completion_tokens: _MaxTokens | None = None
 
     @model_validator(mode="after")
     def _one_limit(self) -> ChatCompletionRequest:
@@ -77,8 +76,8 @@ class ChatCompletionRequest(_Sampling):
 
 
 class CompletionRequest(_Sampling):
-    prompt: str | list[int] | list[str] = Field(min_length=1)
-    max_tokens: Annotated[int, Field(ge=1, le=_U32)] = 16
+    prompt: Text | list[TokenId] | list[Text] = Field(min_length=1)
+    max_tokens: _MaxTokens = 16
     echo: Literal[False] = False
     suffix: None = None
 

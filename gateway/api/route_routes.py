@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Body
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from kvgate.gateway.api.errors import bad_request
+from kvgate.gateway.api.error_bodies import error_responses
+from kvgate.gateway.api.errors import invalid_body
 from kvgate.gateway.api.openai_routes import openai_generation
 from kvgate.gateway.api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from kvgate.gateway.prepare import Preparer
@@ -16,10 +17,51 @@ from kvgate.gateway.upstream.dispatch import Dispatcher
 from kvgate.gateway.upstream.job import Job
 
 
+class WorkerMatch(BaseModel):
+    worker: str
+    matched_chunks: int
+    gpu_chunks: int
+    cpu_chunks: int
+    pending_chunks: int
+
+
+class RouteExplanation(BaseModel):
+    """The answer of ``explain``, as OpenAPI documents it."""
+
+    prompt_tokens: int
+    chunk_size: int
+    full_chunks: int
+    index_degraded: bool
+    matches: list[WorkerMatch]
+    chosen_worker: str
+    reason: str
+    predicted_cached_tokens: int
+    estimated_ttft_s: float | None
+
+
+_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"model": RouteExplanation}, **error_responses()}
+
+# The body is read as a plain object and validated as whichever request it is; OpenAPI shows both.
+_BODY_DOC = {
+    "requestBody": {
+        "content": {
+            "application/json": {
+                "schema": {
+                    "anyOf": [
+                        {"$ref": "#/components/schemas/ChatCompletionRequest"},
+                        {"$ref": "#/components/schemas/CompletionRequest"},
+                    ]
+                }
+            }
+        }
+    }
+}
+
+
 def build_route_router(preparer: Preparer, dispatcher: Dispatcher, chunk_size: int) -> APIRouter:
     router = APIRouter()
 
-    @router.post("/v1/route")
+    @router.post("/v1/route", response_model=None, responses=_RESPONSES, openapi_extra=_BODY_DOC)
     async def route(body: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
         """Same body as /v1/chat/completions (``messages``) or /v1/completions (``prompt``)."""
         job = await _job(preparer, body)
@@ -34,9 +76,7 @@ async def _job(preparer: Preparer, body: dict[str, Any]) -> Job:
     try:
         request = (ChatCompletionRequest if "messages" in body else CompletionRequest).model_validate(body)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        param = ".".join(str(p) for p in first["loc"]) or None
-        raise bad_request(f"{param}: {first['msg']}" if param else first["msg"], param) from exc
+        raise invalid_body(exc.errors()) from exc
     preparer.check_model(request.model)
     if isinstance(request, ChatCompletionRequest):
         ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in request.messages])

@@ -1,18 +1,21 @@
 """Running a generation for an HTTP handler: collect it, or stream it as server-sent events.
 
 The first event is awaited before the response starts, so a request that cannot be routed still gets
-a proper 4xx/5xx status; a failure after that ends the event stream with an error event.
+a proper 4xx/5xx status; a failure after that ends the event stream with an error event (OpenAI: a
+data-only event with the error body; Anthropic: an ``error`` event).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
 
 from fastapi.responses import StreamingResponse
 
-from kvgate.gateway.api.errors import from_upstream
+from kvgate.gateway.api.errors import ApiError, from_upstream
 from kvgate.gateway.api.openai_format import sse
 from kvgate.gateway.textgen import TextDelta, TextDone
 from kvgate.gateway.upstream.errors import UpstreamError
@@ -20,6 +23,18 @@ from kvgate.gateway.upstream.errors import UpstreamError
 log = logging.getLogger(__name__)
 
 Events = AsyncIterator[TextDelta | TextDone]
+
+
+def stream_content(events: Sequence[str] = ("message",)) -> dict[str, Any]:
+    """OpenAPI ``content`` of a streamed answer: server-sent events named ``events``, each carrying
+    one JSON document (or OpenAI's final ``[DONE]``) as its data. (Before OpenAPI 3.2, the schema of
+    ``text/event-stream`` describes one event.)"""
+    event = {
+        "type": "object",
+        "properties": {"event": {"enum": list(events)}, "data": {"type": "string"}},
+        "required": ["data"],
+    }
+    return {"text/event-stream": {"schema": event}}
 
 
 async def collect(events: Events) -> tuple[str, TextDone]:
@@ -34,19 +49,20 @@ async def collect(events: Events) -> tuple[str, TextDone]:
 
 
 async def stream_response(
-    events: Events, render: Callable[[TextDelta | TextDone], list[bytes]], done_marker: bool = True
+    events: Events, render: Callable[[TextDelta | TextDone], list[bytes]], anthropic: bool = False
 ) -> StreamingResponse:
-    """An SSE response whose events ``render`` makes from the text stream; raises the first error."""
+    """An SSE response whose events ``render`` makes from the text stream; raises the first error.
+    OpenAI's streams end with ``data: [DONE]``, Anthropic's with the renderer's ``message_stop``."""
     first = await anext(events)
     return StreamingResponse(
-        _body(first, events, render, done_marker),
+        _body(first, events, render, anthropic),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
 async def _body(
-    first: TextDelta | TextDone, events: Events, render: Callable, done_marker: bool
+    first: TextDelta | TextDone, events: Events, render: Callable, anthropic: bool
 ) -> AsyncIterator[bytes]:
     async with contextlib.aclosing(events) as items:
         try:
@@ -57,7 +73,14 @@ async def _body(
                     yield chunk
         except UpstreamError as exc:
             log.warning("stream failed: %s", exc)
-            error = from_upstream(exc)
-            yield sse({"error": {"message": error.message, "type": error.type, "code": error.code}})
-    if done_marker:
+            yield _error_event(from_upstream(exc), anthropic)
+    if not anthropic:
         yield sse("[DONE]")
+
+
+def _error_event(error: ApiError, anthropic: bool) -> bytes:
+    if anthropic:
+        return (
+            f"event: error\ndata: {json.dumps(error.body(anthropic=True), ensure_ascii=False)}\n\n".encode()
+        )
+    return sse(error.body())
