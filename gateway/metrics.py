@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from kvgate.gateway.misprediction import ROUTED_AWAY, misprediction
 from kvgate.gateway.routing.router import Routed
+from kvgate.gateway.worker_load_metrics import LiveWorkers, WorkerLoadCollector
+from kvgate.proto.fingerprint import DEFAULT_BLOCK_SIZE
 from kvgate.proto.sampling import Usage
 
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -15,13 +18,21 @@ _ITL = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28)
 
 class GatewayMetrics:
     """Counters are in tokens where the question is "how much prefill was saved"; label values are
-    bounded (worker ids, policy names, route reasons, tiers, a fixed list of error types)."""
+    bounded (worker ids, policy names, route reasons, tiers, misprediction causes, a fixed list of
+    error types). ``chunk_size`` and ``block_size`` are the deployment's (``CacheConfig``)."""
 
     def __init__(
-        self, model: str, policy: str, chunk_size: int, registry: CollectorRegistry | None = None
+        self,
+        model: str,
+        policy: str,
+        chunk_size: int,
+        registry: CollectorRegistry | None = None,
+        *,
+        block_size: int = DEFAULT_BLOCK_SIZE,
     ) -> None:
         self.registry = registry or CollectorRegistry()
-        self.model, self._policy, self._chunk_size = model, policy, chunk_size
+        self.model, self._policy, self._chunk_size, self._block_size = model, policy, chunk_size, block_size
+        self._watching = False
         r = self.registry
         self.prompt_tokens = Counter(
             "kvgate_prompt_tokens", "Prompt tokens served, by worker.", ["worker", "policy"], registry=r
@@ -40,7 +51,7 @@ class GatewayMetrics:
         )
         self.mispredicted = Counter(
             "kvgate_cache_misprediction_tokens",
-            "Cached tokens predicted wrongly or given up, by cause.",
+            "Cached tokens predicted wrongly or given up, by cause (see kvgate.gateway.misprediction).",
             ["cause"],
             registry=r,
         )
@@ -86,7 +97,7 @@ class GatewayMetrics:
         if routed.lookup is not None:
             given_up = (routed.lookup.longest - routed.decision.matched_chunks) * self._chunk_size
             if given_up > 0:
-                self.mispredicted.labels("routed_elsewhere_for_load").inc(given_up)
+                self.mispredicted.labels(ROUTED_AWAY).inc(given_up)
 
     def finished(self, routed: Routed, usage: Usage, finish_reason: str) -> None:
         """A request ended normally; ``usage`` is the worker's own count."""
@@ -96,11 +107,17 @@ class GatewayMetrics:
         self.cached_tokens.labels(worker, self._policy, "gpu").inc(usage.cached_gpu_tokens)
         self.cached_tokens.labels(worker, self._policy, "cpu").inc(usage.cached_cpu_tokens)
         self.predicted_tokens.labels(worker).inc(predicted)
-        if predicted > usage.cached_tokens:
-            self.mispredicted.labels("stale_or_evicted").inc(predicted - usage.cached_tokens)
-        elif usage.cached_tokens - predicted >= self._chunk_size:
-            self.mispredicted.labels("unknown_to_index").inc(usage.cached_tokens - predicted)
+        missed = misprediction(routed, usage, self._chunk_size, self._block_size)
+        if missed is not None:
+            self.mispredicted.labels(missed[0]).inc(missed[1])
         self.requests.labels(self.model, finish_reason).inc()
+
+    def watch_workers(self, live: LiveWorkers) -> None:
+        """Also exports the live workers' reported KV tiers and evictions (see
+        :mod:`kvgate.gateway.worker_load_metrics`). Idempotent: the first source is kept."""
+        if not self._watching:
+            self.registry.register(WorkerLoadCollector(live))
+            self._watching = True
 
     def failed(self, error_type: str) -> None:
         self.errors.labels(error_type).inc()

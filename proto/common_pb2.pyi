@@ -63,18 +63,20 @@ class SamplingParams(_message.Message):
     def __init__(self, temperature: _Optional[float] = ..., top_p: _Optional[float] = ..., top_k: _Optional[int] = ..., seed: _Optional[int] = ..., max_tokens: _Optional[int] = ..., stop: _Optional[_Iterable[str]] = ..., stop_token_ids: _Optional[_Iterable[int]] = ..., ignore_eos: _Optional[bool] = ...) -> None: ...
 
 class Usage(_message.Message):
-    __slots__ = ("prompt_tokens", "completion_tokens", "cached_tokens", "cached_gpu_tokens", "cached_cpu_tokens")
+    __slots__ = ("prompt_tokens", "completion_tokens", "cached_tokens", "cached_gpu_tokens", "cached_cpu_tokens", "evicted_predicted_tokens")
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHED_GPU_TOKENS_FIELD_NUMBER: _ClassVar[int]
     CACHED_CPU_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_PREDICTED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
     cached_gpu_tokens: int
     cached_cpu_tokens: int
-    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., cached_gpu_tokens: _Optional[int] = ..., cached_cpu_tokens: _Optional[int] = ...) -> None: ...
+    evicted_predicted_tokens: int
+    def __init__(self, prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., cached_gpu_tokens: _Optional[int] = ..., cached_cpu_tokens: _Optional[int] = ..., evicted_predicted_tokens: _Optional[int] = ...) -> None: ...
 
 class CacheHint(_message.Message):
     __slots__ = ("pinned_prefix_tokens", "ttl_s")
@@ -149,7 +151,7 @@ class WorkerInfo(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., epoch: _Optional[int] = ..., address: _Optional[str] = ..., fingerprint: _Optional[str] = ..., model_id: _Optional[str] = ..., metrics_address: _Optional[str] = ..., node_id: _Optional[str] = ...) -> None: ...
 
 class WorkerLoad(_message.Message):
-    __slots__ = ("waiting_prefill_tokens", "running_seqs", "waiting_seqs", "gpu_blocks_total", "gpu_blocks_free", "cpu_blocks_total", "cpu_blocks_free")
+    __slots__ = ("waiting_prefill_tokens", "running_seqs", "waiting_seqs", "gpu_blocks_total", "gpu_blocks_free", "cpu_blocks_total", "cpu_blocks_free", "gpu_blocks_cached", "evicted_ttl_blocks", "evicted_pressure_blocks", "offloaded_blocks")
     WAITING_PREFILL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     RUNNING_SEQS_FIELD_NUMBER: _ClassVar[int]
     WAITING_SEQS_FIELD_NUMBER: _ClassVar[int]
@@ -157,6 +159,10 @@ class WorkerLoad(_message.Message):
     GPU_BLOCKS_FREE_FIELD_NUMBER: _ClassVar[int]
     CPU_BLOCKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     CPU_BLOCKS_FREE_FIELD_NUMBER: _ClassVar[int]
+    GPU_BLOCKS_CACHED_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_TTL_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    EVICTED_PRESSURE_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    OFFLOADED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     waiting_prefill_tokens: int
     running_seqs: int
     waiting_seqs: int
@@ -164,4 +170,8 @@ class WorkerLoad(_message.Message):
     gpu_blocks_free: int
     cpu_blocks_total: int
     cpu_blocks_free: int
-    def __init__(self, waiting_prefill_tokens: _Optional[int] = ..., running_seqs: _Optional[int] = ..., waiting_seqs: _Optional[int] = ..., gpu_blocks_total: _Optional[int] = ..., gpu_blocks_free: _Optional[int] = ..., cpu_blocks_total: _Optional[int] = ..., cpu_blocks_free: _Optional[int] = ...) -> None: ...
+    gpu_blocks_cached: int
+    evicted_ttl_blocks: int
+    evicted_pressure_blocks: int
+    offloaded_blocks: int
+    def __init__(self, waiting_prefill_tokens: _Optional[int] = ..., running_seqs: _Optional[int] = ..., waiting_seqs: _Optional[int] = ..., gpu_blocks_total: _Optional[int] = ..., gpu_blocks_free: _Optional[int] = ..., cpu_blocks_total: _Optional[int] = ..., cpu_blocks_free: _Optional[int] = ..., gpu_blocks_cached: _Optional[int] = ..., evicted_ttl_blocks: _Optional[int] = ..., evicted_pressure_blocks: _Optional[int] = ..., offloaded_blocks: _Optional[int] = ...) -> None: ...

@@ -75,6 +75,9 @@ class Usage:
 
     ``cached_tokens`` are the leading prompt tokens whose KV was reused rather than prefilled, split by
     the tier they came from: ``cached_tokens == cached_gpu_tokens + cached_cpu_tokens <= prompt_tokens``.
+    ``evicted_predicted_tokens``: the part of the router's predicted cached tokens that the worker did
+    not reuse because it evicted them after it received the request (all of the shortfall or 0, see
+    ``Usage`` in ``common.proto``); ``<= prompt_tokens - cached_tokens``.
     """
 
     prompt_tokens: int = 0
@@ -82,6 +85,7 @@ class Usage:
     cached_tokens: int = 0
     cached_gpu_tokens: int = 0
     cached_cpu_tokens: int = 0
+    evicted_predicted_tokens: int = 0
 
     def __post_init__(self) -> None:
         for name in _USAGE_FIELDS:
@@ -94,6 +98,11 @@ class Usage:
         if self.cached_tokens > self.prompt_tokens:
             raise ValueError(
                 f"cached_tokens ({self.cached_tokens}) exceed prompt_tokens ({self.prompt_tokens})"
+            )
+        if self.cached_tokens + self.evicted_predicted_tokens > self.prompt_tokens:
+            raise ValueError(
+                f"evicted_predicted_tokens ({self.evicted_predicted_tokens}) exceed the uncached "
+                f"prompt tokens ({self.prompt_tokens - self.cached_tokens})"
             )
 
     @property
@@ -108,6 +117,7 @@ _USAGE_FIELDS = (
     "cached_tokens",
     "cached_gpu_tokens",
     "cached_cpu_tokens",
+    "evicted_predicted_tokens",
 )
 
 

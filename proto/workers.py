@@ -38,7 +38,14 @@ class WorkerInfo:
 @dataclass(frozen=True, slots=True)
 class WorkerLoad:
     """Load figures a worker sends with every heartbeat. All counts are >= 0; zero totals mean
-    "tier absent" (e.g. no CPU tier)."""
+    "tier absent" (e.g. no CPU tier).
+
+    GPU blocks are in use (``total - free``), cached but unused (``gpu_blocks_cached``: reusable
+    until evicted) or empty (the rest of ``free``); CPU blocks hold a chunk (``total - free``) or are
+    empty. The last three are monitoring counters of the worker's epoch (0 again at each new epoch;
+    routing ignores them): blocks dropped at TTL expiry, unexpired blocks dropped to make room, and GPU
+    blocks offloaded to the CPU tier to make room.
+    """
 
     waiting_prefill_tokens: int = 0
     running_seqs: int = 0
@@ -47,6 +54,10 @@ class WorkerLoad:
     gpu_blocks_free: int = 0
     cpu_blocks_total: int = 0
     cpu_blocks_free: int = 0
+    gpu_blocks_cached: int = 0
+    evicted_ttl_blocks: int = 0
+    evicted_pressure_blocks: int = 0
+    offloaded_blocks: int = 0
 
     @property
     def kv_usage(self) -> float:

@@ -73,6 +73,10 @@ worker_loads = st.builds(
     gpu_blocks_free=u64,
     cpu_blocks_total=u64,
     cpu_blocks_free=u64,
+    gpu_blocks_cached=u64,
+    evicted_ttl_blocks=u64,
+    evicted_pressure_blocks=u64,
+    offloaded_blocks=u64,
 )
 sampling_params = st.builds(
     SamplingParams,
@@ -90,11 +94,12 @@ cache_hints = st.builds(CacheHint, u32, st.none() | st.integers(1, U32_MAX))
 
 @st.composite
 def usages(draw: st.DrawFn) -> Usage:
-    """Usage values obeying gpu + cpu == cached <= prompt."""
+    """Usage values obeying gpu + cpu == cached and cached + evicted <= prompt."""
     prompt = draw(u32)
     cached = draw(st.integers(0, prompt))
     gpu = draw(st.integers(0, cached))
-    return Usage(prompt, draw(u32), cached, gpu, cached - gpu)
+    evicted = draw(st.integers(0, prompt - cached))
+    return Usage(prompt, draw(u32), cached, gpu, cached - gpu, evicted)
 
 
 def _over_the_wire(msg: Message) -> Message:
@@ -249,6 +254,11 @@ def test_invalid_sampling_params_are_rejected(fields: dict[str, Any], message: s
         ),
         pytest.param(
             dict(prompt_tokens=64, cached_tokens=32, cached_gpu_tokens=16), "equal", id="tiers-dont-add"
+        ),
+        pytest.param(
+            dict(prompt_tokens=64, cached_tokens=48, cached_gpu_tokens=48, evicted_predicted_tokens=32),
+            "uncached",
+            id="evicted>uncached",
         ),
     ],
 )

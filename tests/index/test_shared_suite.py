@@ -233,7 +233,18 @@ async def test_deregister_removes_the_worker_but_keeps_its_epoch_fenced(backend:
 
 async def test_workers_reports_registration_and_latest_load(backend: Backend) -> None:
     await register(backend, B, A)
-    newer = WorkerLoad(waiting_prefill_tokens=9, running_seqs=1, gpu_blocks_total=10, gpu_blocks_free=1)
+    newer = WorkerLoad(
+        waiting_prefill_tokens=9,
+        running_seqs=1,
+        gpu_blocks_total=10,
+        gpu_blocks_free=1,
+        cpu_blocks_total=40,
+        cpu_blocks_free=30,
+        gpu_blocks_cached=1,
+        evicted_ttl_blocks=2,
+        evicted_pressure_blocks=3,
+        offloaded_blocks=4,
+    )  # every field, so that each backend is seen to keep each
     await backend.index.heartbeat(A, Epoch(1), newer)
 
     statuses = await backend.index.workers()

@@ -112,9 +112,9 @@ class LLMEngine:
         outputs = self._take_inbox()
         self.kv.expire()
         plan = self.scheduler.schedule()
-        copies = self.kv.end_step()
+        copies = self.kv.end_step()  # publishes this step's evictions: lost_to_eviction sees them
         for seq in plan.admitted:
-            self._counters.count_admitted(seq)
+            self._admitted(seq)
         self._counters.preemptions += len(plan.preempted)
         self.runner.copy(copies)
         if plan.items:
@@ -128,7 +128,7 @@ class LLMEngine:
         """The load figures a worker sends with its heartbeat (pure)."""
         pending, pending_tokens = self._inbox.pending()
         waiting, running = self.scheduler.waiting, self.scheduler.running
-        gpu, cpu = self.kv.gpu_pool, self.kv.cpu_pool
+        gpu, cpu, kv = self.kv.gpu_pool, self.kv.cpu_pool, self.kv.counters
         return WorkerLoad(
             waiting_prefill_tokens=pending_tokens + tokens_to_prefill(waiting, running, self.kv),
             running_seqs=len(running),
@@ -136,7 +136,11 @@ class LLMEngine:
             gpu_blocks_total=gpu.num_blocks,
             gpu_blocks_free=gpu.num_free,
             cpu_blocks_total=cpu.num_blocks,
-            cpu_blocks_free=cpu.num_free,
+            cpu_blocks_free=cpu.num_empty,  # a CPU block holding a chunk is unreferenced, yet not free
+            gpu_blocks_cached=gpu.num_free - gpu.num_empty,
+            evicted_ttl_blocks=kv.evicted_ttl,
+            evicted_pressure_blocks=kv.evicted_pressure,
+            offloaded_blocks=kv.offloaded,
         )
 
     def counters(self) -> EngineCounters:
@@ -173,10 +177,20 @@ class LLMEngine:
         added, aborts = self._inbox.take()
         for seq in added:
             self._seqs[seq.request_id] = seq
+            seq.eviction_mark = self.kv.eviction_mark
             self.scheduler.add(seq)
             self._counters.requests += 1
             self._counters.prompt_tokens += seq.num_prompt_tokens
         return [out for request_id in aborts if (out := self._abort(request_id)) is not None]
+
+    def _admitted(self, seq: Sequence) -> None:
+        # First admission: its cache hits are known, and so is what the prediction lost to evictions.
+        predicted, cached = seq.request.predicted_cached_tokens, seq.cached
+        assert cached is not None
+        if predicted is not None:
+            lost = self.kv.lost_to_eviction(seq.prompt, cached.total, predicted, seq.eviction_mark)
+            seq.evicted_predicted_tokens = lost
+        self._counters.count_admitted(seq)
 
     def _abort(self, request_id: str) -> StepOutput | None:
         seq = self._seqs.get(request_id)

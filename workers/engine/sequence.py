@@ -45,7 +45,9 @@ class Sequence:
     ``token_ids``: prompt, then generated ids. ``prompt``: what the next admission starts from (the
     prompt; after a preemption, the prompt and the output so far, recomputed). ``cached``: prompt
     tokens served from cache at the first admission (None before it). ``generator``: the sequence's own
-    random stream (None for greedy), so seeded output does not depend on the batch.
+    random stream (None for greedy), so seeded output does not depend on the batch. ``eviction_mark``:
+    the block manager's eviction mark when the engine took the request; ``evicted_predicted_tokens``:
+    predicted cached tokens lost to evictions after that (set at the first admission).
     """
 
     request: EngineRequest
@@ -59,6 +61,8 @@ class Sequence:
     arrival_s: float = field(default_factory=time.perf_counter)
     status: SeqStatus = SeqStatus.WAITING
     cached: CachedTokens | None = None
+    eviction_mark: int = 0
+    evicted_predicted_tokens: int = 0
     first_token_s: float | None = None
     finished_s: float | None = None
     stop: Stop | None = None
@@ -96,7 +100,8 @@ class Sequence:
 
     def usage(self) -> Usage:
         cached = self.cached or CachedTokens()
-        return Usage(self.num_prompt_tokens, len(self.output_ids), cached.total, cached.gpu, cached.cpu)
+        outputs, evicted = len(self.output_ids), self.evicted_predicted_tokens
+        return Usage(self.num_prompt_tokens, outputs, cached.total, cached.gpu, cached.cpu, evicted)
 
     def timings(self) -> RequestTimings:
         return RequestTimings(self.arrival_s, self.first_token_s, self.finished_s or time.perf_counter())

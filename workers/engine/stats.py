@@ -16,7 +16,8 @@ class EngineCounters:
 
     Tokens: ``prompt_tokens`` of accepted requests; ``cached_tokens`` (= gpu + cpu) reused at their first
     admission; ``completion_tokens`` generated. ``predicted_cached_tokens`` sums the router's predictions
-    of the requests that carried one, ``actual_cached_tokens_of_predicted`` their actual cached tokens.
+    of the requests that carried one, ``actual_cached_tokens_of_predicted`` their actual cached tokens,
+    ``evicted_predicted_tokens`` the predicted tokens lost to evictions after the request arrived.
     ``preemptions``: running sequences sent back to recompute. Block traffic and evictions are the
     manager's (``LLMEngine.kv_counters``).
     """
@@ -30,6 +31,7 @@ class EngineCounters:
     completion_tokens: int = 0
     predicted_cached_tokens: int = 0
     actual_cached_tokens_of_predicted: int = 0
+    evicted_predicted_tokens: int = 0
     preemptions: int = 0
     finished_stop: int = 0
     finished_length: int = 0
@@ -50,6 +52,7 @@ class EngineCounters:
         if predicted is not None:
             self.predicted_cached_tokens += predicted
             self.actual_cached_tokens_of_predicted += cached.total
+            self.evicted_predicted_tokens += seq.evicted_predicted_tokens
 
     def count_finished(self, reason: FinishReason) -> None:
         name = f"finished_{reason.value}"

@@ -42,6 +42,11 @@ class BlockPool:
         return len(self._empty) + len(self._free)
 
     @property
+    def num_empty(self) -> int:
+        """Blocks caching nothing and used by no one."""
+        return len(self._empty)
+
+    @property
     def num_cached(self) -> int:
         """Keyed blocks, in use or not."""
         return len(self._by_hash)

@@ -5,7 +5,9 @@ are cached: in tier GPU when all are on the GPU, in tier CPU when some are on th
 the earliest of its blocks'. Its published hash is the gateway's ``chunk_hashes(ids, root,
 chunk_size)[i]``, attached to the chunk's last block when that block is cached (see
 :class:`~kvgate.workers.kv.block.BlockKey`). The tracker learns a chunk's member block hashes then,
-and forgets the chunk once that last block has left every tier.
+and forgets the chunk once that last block has left every tier. A held chunk one of whose blocks is
+dropped from the worker (not moved between tiers) is recorded in :attr:`ChunkTracker.evictions` at once,
+even when the same step stores it again.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from collections.abc import Callable
 from kvgate.proto.events import Holding
 from kvgate.proto.ids import ChunkHash, Tier
 from kvgate.workers.kv.block import KVBlock
+from kvgate.workers.kv.evictions import RecentEvictions
 from kvgate.workers.kv.publisher import EventPublisher
 from kvgate.workers.kv.types import BlockHash
 
@@ -25,9 +28,10 @@ Locate = Callable[[BlockHash], KVBlock | None]
 class ChunkTracker:
     """Marks chunks dirty when one of their blocks changes and publishes their states on flush."""
 
-    def __init__(self, locate: Locate, publisher: EventPublisher) -> None:
+    def __init__(self, locate: Locate, publisher: EventPublisher, evictions: RecentEvictions) -> None:
         self._locate = locate
         self._publisher = publisher
+        self.evictions = evictions
         self._members: dict[ChunkHash, tuple[BlockHash, ...]] = {}
         # A block hash belongs to one chunk, unless hashes collide: hence a list.
         self._chunks_of: dict[BlockHash, list[ChunkHash]] = {}
@@ -49,6 +53,13 @@ class ChunkTracker:
         """Block ``block_hash`` was cached, moved, refreshed or dropped: its chunk is to be republished."""
         for chunk in self._chunks_of.get(block_hash, ()):
             self._dirty[chunk] = None
+
+    def dropping(self, block_hash: BlockHash) -> None:
+        """Block ``block_hash``, still cached, is about to be dropped from the worker: every chunk it
+        completes is held until now and then evicted. Call :meth:`touched` once it is gone."""
+        for chunk in self._chunks_of.get(block_hash, ()):
+            if self.holding(chunk) is not None:
+                self.evictions.record(chunk)
 
     def flush(self) -> None:
         """Reports every dirty chunk's state to the publisher. Idempotent."""

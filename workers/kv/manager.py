@@ -69,6 +69,11 @@ class KVCacheManager:
     def counters(self) -> KVCounters:
         return self._cache.counters
 
+    @property
+    def eviction_mark(self) -> int:
+        """The latest chunk eviction's number (see :mod:`.evictions`); a request remembers it on arrival."""
+        return self._cache.chunks.evictions.mark
+
     def __contains__(self, seq_id: SeqId) -> bool:
         return seq_id in self._seqs
 
@@ -92,6 +97,18 @@ class KVCacheManager:
         """The longest verified cached prefix of ``prompt`` right now (pure; admit looks again)."""
         prompt.check(self.config.block_size, self.config.chunk_size)
         return PrefixHit(tuple((b.tier, b.block_id) for b in self._match(prompt)), self.config.block_size)
+
+    def lost_to_eviction(self, prompt: Prompt, cached_tokens: int, predicted_tokens: int, mark: int) -> int:
+        """Predicted cached tokens of ``prompt`` that were not reused (``cached_tokens`` were) because the
+        first missing chunk was evicted after ``mark`` (an :attr:`eviction_mark` taken on arrival): the
+        whole shortfall, up to the most that can be reused, or 0 (pure)."""
+        reusable = (len(prompt) - 1) // self.config.block_size * self.config.block_size
+        expected = min(predicted_tokens, reusable)
+        first_missing = cached_tokens // self.config.chunk_size
+        if cached_tokens >= expected or first_missing >= len(prompt.chunk_hashes):
+            return 0
+        evicted = self._cache.chunks.evictions.evicted_since(prompt.chunk_hashes[first_missing], mark)
+        return expected - cached_tokens if evicted else 0
 
     def admit(
         self, seq_id: SeqId, prompt: Prompt, token_budget: int, pin: Pin | None = None

@@ -28,6 +28,7 @@ from kvgate.workers.kv.block_pool import BlockPool
 from kvgate.workers.kv.chunks import ChunkTracker
 from kvgate.workers.kv.config import KVCacheConfig
 from kvgate.workers.kv.copy_plan import CopyPlan, CopyPlanBuilder
+from kvgate.workers.kv.evictions import MIN_CAPACITY, RecentEvictions
 from kvgate.workers.kv.publisher import EventPublisher
 from kvgate.workers.kv.types import BlockHash
 
@@ -49,7 +50,7 @@ class TieredCache:
         self.gpu = BlockPool(Tier.GPU, config.num_gpu_blocks)
         self.cpu = BlockPool(Tier.CPU, config.num_cpu_blocks)
         self.counters = KVCounters()
-        self.chunks = ChunkTracker(self.locate, publisher)
+        self.chunks = ChunkTracker(self.locate, publisher, RecentEvictions(_eviction_memory(config)))
         self._clock = clock
         self._cpu_ttl_ms = round(config.cpu_ttl_s * 1000)
         self._plan = CopyPlanBuilder()
@@ -96,7 +97,7 @@ class TieredCache:
             return False
         stale = self.cpu.get(key.hash)
         if stale is not None:
-            self._drop(stale)
+            self._drop(stale, evicted=False)  # the chunk stays held: it is being computed on the GPU
         self.gpu.register(block, key)
         block.computing = True
         self._computing.append(block)
@@ -155,6 +156,7 @@ class TieredCache:
         assert key is not None
         expired = victim.expires_at_ms <= self._clock.now_ms()
         if expired or not self._offload(victim, key):
+            self.chunks.dropping(key.hash)
             self._count_drop(expired)
         self.chunks.touched(key.hash)
 
@@ -178,17 +180,20 @@ class TieredCache:
         victim = self.cpu.pop_victim(now)
         if victim is None:
             return None
+        key = victim.key
+        assert key is not None
+        self.chunks.dropping(key.hash)
         self._count_drop(victim.expires_at_ms <= now)
         self._plan.cancel_offload_to(victim.block_id)
-        key = victim.key
         self.cpu.reuse(victim)
-        assert key is not None
         self.chunks.touched(key.hash)
         return victim
 
-    def _drop(self, block: KVBlock) -> None:
+    def _drop(self, block: KVBlock, *, evicted: bool = True) -> None:
         key = block.key
         assert key is not None
+        if evicted:
+            self.chunks.dropping(key.hash)
         if block.tier is Tier.CPU:
             self._plan.cancel_offload_to(block.block_id)
             self.cpu.discard(block)
@@ -207,3 +212,9 @@ class TieredCache:
             self.counters.evicted_ttl += 1
         else:
             self.counters.evicted_pressure += 1
+
+
+def _eviction_memory(config: KVCacheConfig) -> int:
+    # As many chunks as both tiers hold: forgetting a record would take evicting more than the whole
+    # cache while one request waits.
+    return max(MIN_CAPACITY, (config.num_gpu_blocks + config.num_cpu_blocks) // config.blocks_per_chunk)

@@ -1,0 +1,59 @@
+"""Why a request reused a different number of cached tokens than the router predicted.
+
+A prediction can only fall short of what the worker can reuse at all: whole KV blocks, never the
+prompt's last token (the worker computes it for its logits). Below that, the shortfall has one cause,
+the one of the **first missing chunk** (reuse stops there, so everything after it is lost with it):
+
+- ``evicted_since_lookup``: the worker held that chunk when the request arrived and evicted it before
+  admitting the request (it says so in ``Usage.evicted_predicted_tokens``; it cannot see the few
+  milliseconds between the gateway's lookup and the request's arrival, which count as stale below);
+- ``pending_not_ready``: the index only had a pending hint for it (another request routed there with
+  the same prefix) and that request had not computed it yet;
+- ``stale_index``: otherwise: the index claimed a chunk the worker did not hold when the request
+  arrived (its eviction event had not reached the index yet, or the worker never held it).
+
+A worker that reuses at least a chunk more than predicted held chunks the index did not know of:
+``unknown_to_index``. Routing a request away from its longest match is counted when it is routed
+(``routed_elsewhere_for_load``, see :meth:`GatewayMetrics.routed`).
+"""
+
+from __future__ import annotations
+
+from kvgate.gateway.routing.router import Routed
+from kvgate.proto.ids import Tier
+from kvgate.proto.sampling import Usage
+
+EVICTED = "evicted_since_lookup"
+PENDING = "pending_not_ready"
+STALE = "stale_index"
+UNKNOWN = "unknown_to_index"
+ROUTED_AWAY = "routed_elsewhere_for_load"
+CAUSES = (ROUTED_AWAY, EVICTED, PENDING, STALE, UNKNOWN)
+
+
+def reusable_tokens(prompt_tokens: int, block_size: int) -> int:
+    """The most prompt tokens a worker can reuse: whole blocks before the last token (0 for 0)."""
+    return max(prompt_tokens - 1, 0) // block_size * block_size
+
+
+def misprediction(routed: Routed, usage: Usage, chunk_size: int, block_size: int) -> tuple[str, int] | None:
+    """The cause and the tokens of ``routed``'s misprediction given the worker's ``usage``; None when
+    the prediction held (pure)."""
+    predicted = min(routed.decision.predicted_cached_tokens, reusable_tokens(usage.prompt_tokens, block_size))
+    shortfall = predicted - usage.cached_tokens
+    if shortfall > 0:
+        if usage.evicted_predicted_tokens > 0:
+            return EVICTED, shortfall
+        pending = _first_missing_tier(routed, usage, chunk_size) == Tier.PENDING
+        return (PENDING if pending else STALE), shortfall
+    if -shortfall >= chunk_size:
+        return UNKNOWN, -shortfall
+    return None
+
+
+def _first_missing_tier(routed: Routed, usage: Usage, chunk_size: int) -> Tier | None:
+    if routed.lookup is None:
+        return None
+    match = routed.lookup.matches.get(routed.decision.worker_id)
+    index = usage.cached_tokens // chunk_size
+    return Tier(match.tiers[index]) if match is not None and index < len(match.tiers) else None
