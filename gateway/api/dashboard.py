@@ -13,6 +13,8 @@ from fastapi.responses import HTMLResponse, Response
 
 from kvgate.gateway.metrics import GatewayMetrics, bucket_quantile
 from kvgate.gateway.upstream.directory import WorkerDirectory
+from kvgate.gateway.worker_load_metrics import tier_blocks
+from kvgate.proto.workers import WorkerLoad
 
 STATIC = files("kvgate.gateway.api") / "static"
 _TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html"}
@@ -20,7 +22,10 @@ _ASSETS = ("dashboard.js", "dashboard.css", "vendor/uplot/uPlot.iife.min.js", "v
 
 
 def build_dashboard_router(metrics: GatewayMetrics, directory: WorkerDirectory) -> APIRouter:
-    """The page and its assets are read once, here (no file I/O on the event loop per request)."""
+    """The page and its assets are read once, here (no file I/O on the event loop per request). The
+    figures the page plots are also on ``/metrics`` (for ``kvgate top``): this makes ``metrics`` export
+    the live workers' reported KV tiers and evictions too (:meth:`GatewayMetrics.watch_workers`)."""
+    metrics.watch_workers(directory.live)
     router = APIRouter()
     html = (STATIC / "dashboard.html").read_text()
     assets = {path: (STATIC / path).read_bytes() for path in _ASSETS}
@@ -118,6 +123,23 @@ def _workers(samples: dict[str, Any], directory: WorkerDirectory) -> list[dict[s
                 else None,
                 "running": load.running_seqs if load else 0,
                 "waiting": load.waiting_seqs if load else 0,
+                **_cache_state(load),
             }
         )
     return rows
+
+
+def _cache_state(load: WorkerLoad | None) -> dict[str, Any]:
+    """``blocks``: tier -> state -> blocks, as of the last heartbeat (see :func:`tier_blocks`);
+    ``evicted``: cumulative blocks by cause in the worker's epoch (offload: GPU -> CPU moves)."""
+    if load is None:
+        return {"blocks": {}, "evicted": {}}
+    blocks: dict[str, dict[str, int]] = defaultdict(dict)
+    for tier, state, value in tier_blocks(load):
+        blocks[tier][state] = value
+    evicted = {
+        "ttl": load.evicted_ttl_blocks,
+        "pressure": load.evicted_pressure_blocks,
+        "offload": load.offloaded_blocks,
+    }
+    return {"blocks": dict(blocks), "evicted": evicted}

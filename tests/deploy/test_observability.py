@@ -50,6 +50,7 @@ def test_the_dashboard_shows_hit_rates_and_latencies() -> None:
     dash = json.loads((DEPLOY / "grafana" / "kvgate-dashboard.json").read_text())
     titles = {p["title"] for p in dash["panels"]}
     assert {"Token hit rate (overall)", "Token hit rate per worker", "TTFT"} <= titles
+    assert {"Mispredicted cached tokens / s by cause", "Evicted blocks / s by cause (workers)"} <= titles
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
 
 

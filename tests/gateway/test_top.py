@@ -8,6 +8,7 @@ import sys
 import httpx
 
 from kvgate.cli.top_view import Snapshot, parse, quantile, render
+from kvgate.proto.workers import WorkerLoad
 from tests.gateway.conftest import MODEL, LiveGateway
 from tests.gateway.test_openai_api import chat
 
@@ -52,6 +53,43 @@ def test_recent_hit_rate_is_over_the_interval_only() -> None:
     now.prompt["w"], now.cached["w"] = 2000.0, 1000.0
     row = next(line for line in render(now, before, "u").splitlines() if line.startswith("w "))
     assert row.split()[-2:] == ["50.0%", "100.0%"]  # since start, over the last interval
+
+
+async def test_top_shows_each_workers_tiers_and_evictions(live: LiveGateway) -> None:
+    w0 = live.workers[0]
+    load = WorkerLoad(
+        gpu_blocks_total=100,
+        gpu_blocks_free=70,
+        gpu_blocks_cached=50,
+        cpu_blocks_total=400,
+        cpu_blocks_free=300,
+        evicted_ttl_blocks=7,
+        evicted_pressure_blocks=11,
+        offloaded_blocks=13,
+    )
+    assert await live.index.heartbeat(w0.worker_id, w0.epoch, load)
+    await live.gateway.directory.refresh()
+    snap = parse(await _metrics(live.url))
+    assert snap.blocks["w0"] == {
+        ("gpu", "used"): 30,
+        ("gpu", "cached"): 50,
+        ("gpu", "free"): 20,
+        ("cpu", "cached"): 100,
+        ("cpu", "free"): 300,
+    }
+    assert _tier_row(render(snap, None, "u"), "w0") == ["w0", "30%", "50%", "20%", "25%", "7", "11", "13"]
+    later = parse(await _metrics(live.url))
+    later.evicted["w0"] = {"ttl": 10, "pressure": 11, "offload": 3}  # offloads restarted: a new epoch
+    assert _tier_row(render(later, snap, "u"), "w0")[-3:] == ["3", "0", "3"]  # over the interval
+
+
+def _tier_row(screen: str, worker: str) -> list[str]:
+    return next(line.split() for line in screen.splitlines() if line.startswith(f"{worker} ") and "%" in line)
+
+
+async def _metrics(url: str) -> str:
+    async with httpx.AsyncClient(base_url=url) as http:
+        return (await http.get("/metrics")).text
 
 
 def test_ttft_quantiles_come_from_the_buckets() -> None:

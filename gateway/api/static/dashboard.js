@@ -9,7 +9,8 @@ const state = { points: 0, errors: 0, history: [], charts: {} };
 window.kvgateDashboard = state;
 
 const pct = (v) => (v == null ? "-" : (100 * v).toFixed(1) + "%");
-const num = (v) => (v == null ? "-" : Math.round(v).toLocaleString());
+const num = (v) => (v == null ? "-" : Number.isInteger(v) || Math.abs(v) >= 100
+  ? Math.round(v).toLocaleString() : v.toFixed(1));
 const secs = (v) => (v == null ? "-" : v < 1 ? (1000 * v).toFixed(0) + " ms" : v.toFixed(2) + " s");
 
 function ratio(a, b) {
@@ -25,7 +26,38 @@ function workerIds(history) {
   return last ? last.workers.map((w) => w.worker) : [];
 }
 
-// fmt: value formatter; unit: true for fractions in [0, 1] (fixed 0-100% axis)
+// Share of a worker's `tier` blocks in `state` (null when the worker is gone or has no such tier).
+function share(w, tier, state) {
+  const blocks = w && w.blocks[tier];
+  if (!blocks) return null;
+  const total = Object.values(blocks).reduce((a, b) => a + b, 0);
+  return total > 0 ? (blocks[state] ?? 0) / total : null;
+}
+
+// One series per worker that has `tier` now, and per state: one colour per worker, dashed after the
+// first state.
+function tierSeries(h, tier, states) {
+  const ids = h[h.length - 1].workers.filter((w) => w.blocks[tier]).map((w) => w.worker);
+  return ids.flatMap((id, i) => states.map((state, j) => [`${id} ${state}`,
+    h.map((d) => share(worker(d, id), tier, state)),
+    { stroke: COLORS[i % COLORS.length], dash: j ? [6, 4] : undefined }]));
+}
+
+// Per-second increase of a cumulative figure; a drop (a worker restarted or left) counts as 0.
+function perSecond(h, value) {
+  return h.map((d, i) => {
+    if (i === 0) return null;
+    const dt = d.time - h[i - 1].time;
+    return dt > 0 ? Math.max(value(d) - value(h[i - 1]), 0) / dt : null;
+  });
+}
+
+function evicted(d, cause) {
+  return d.workers.reduce((sum, w) => sum + (w.evicted[cause] ?? 0), 0);
+}
+
+// series: [label, values, uPlot series options (optional)]; fmt: value formatter; unit: true for
+// fractions in [0, 1] (fixed 0-100% axis)
 function draw(id, xs, series, fmt, unit = false) {
   const el = document.getElementById(id);
   const key = series.map((s) => s[0]).join("|");
@@ -38,7 +70,7 @@ function draw(id, xs, series, fmt, unit = false) {
       height: 240,
       scales: unit ? { x: { time: true }, y: { range: [0, 1] } } : { x: { time: true } },
       series: [{}, ...series.map((s, i) => ({
-        label: s[0], stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true, value: (u, v) => fmt(v),
+        label: s[0], stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true, value: (u, v) => fmt(v), ...s[2],
       }))],
       axes: [{}, { values: (u, vals) => vals.map(fmt), size: 70 }],
     };
@@ -62,12 +94,14 @@ function render() {
   })]), pct, true);
   draw("chart-predicted", xs, [["predicted", h.map((d) => d.totals.predicted)],
     ["actual", h.map((d) => d.totals.cached_tokens)]], num);
+  const causes = Object.keys(h[h.length - 1].mispredicted).sort();
+  draw("chart-mispredicted", xs, causes.map((c) => [c, h.map((d) => d.mispredicted[c] ?? 0)]), num);
+  draw("chart-gpu", xs, tierSeries(h, "gpu", ["used", "cached"]), pct, true);
+  draw("chart-cpu", xs, tierSeries(h, "cpu", ["cached"]), pct, true);
+  draw("chart-evictions", xs, ["ttl", "pressure", "offload"].map((c) => [c, perSecond(h, (d) => evicted(d, c))]),
+    (v) => (v == null ? "-" : v.toFixed(1)));
   const reasons = Object.keys(h[h.length - 1].reasons).sort();
   draw("chart-reasons", xs, reasons.map((r) => [r, h.map((d) => d.reasons[r] ?? 0)]), num);
-  draw("chart-kv", xs, ids.map((id) => [id, h.map((d) => {
-    const w = worker(d, id);
-    return w ? w.gpu_usage : null;
-  })]), pct, true);
   draw("chart-ttft", xs, [["p50", h.map((d) => d.ttft.p50)], ["p99", h.map((d) => d.ttft.p99)]], secs);
   header(h[h.length - 1]);
 }
