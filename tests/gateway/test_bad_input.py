@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from tests.gateway.conftest import MODEL, LiveGateway
+from tests.support.scripted_worker import Mode
 
 CHAT, COMPLETIONS, MESSAGES, ROUTE = "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/route"
 HI = [{"role": "user", "content": "hi"}]
@@ -215,3 +216,31 @@ async def test_a_chunked_body_over_the_limit_is_refused_in_the_anthropic_format(
         reply = await http.post(MESSAGES, content=chunks(), headers={"content-type": "application/json"})
     assert reply.status_code == 413
     assert reply.json()["error"]["type"] == "request_too_large"
+
+
+async def stream_lines(live: LiveGateway, path: str, body: dict) -> list[str]:
+    for worker in live.workers:
+        worker.mode = Mode.FAIL_AFTER_TWO
+    async with (
+        httpx.AsyncClient(base_url=live.url, timeout=10) as http,
+        http.stream("POST", path, json=body | {"stream": True, "max_tokens": 8}) as response,
+    ):
+        assert response.status_code == 200  # the failure comes after the first tokens
+        return [line async for line in response.aiter_lines() if line]
+
+
+async def test_a_failure_mid_stream_ends_an_openai_stream_with_an_error_then_done(live: LiveGateway) -> None:
+    lines = await stream_lines(live, CHAT, GOOD_CHAT)
+    assert lines[-1] == "data: [DONE]"
+    error = json.loads(lines[-2].removeprefix("data: "))
+    assert set(error) == {"error"}
+    assert set(error["error"]) == {"message", "type", "param", "code"}
+    assert error["error"]["type"] == "server_error"
+
+
+async def test_a_failure_mid_stream_ends_an_anthropic_stream_with_an_error_event(live: LiveGateway) -> None:
+    lines = await stream_lines(live, MESSAGES, GOOD_MESSAGE)
+    assert lines[-2] == "event: error"
+    error = json.loads(lines[-1].removeprefix("data: "))
+    assert error == {"type": "error", "error": {"type": "api_error", "message": error["error"]["message"]}}
+    assert "event: message_stop" not in lines
