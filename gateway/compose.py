@@ -14,13 +14,16 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from kvgate.clock import Clock, SystemClock
+from kvgate.gateway.admission import InFlightGate
 from kvgate.gateway.api.app import create_app
+from kvgate.gateway.api.auth import Authenticator
 from kvgate.gateway.grpc_front import GatewayServicer
 from kvgate.gateway.metrics import GatewayMetrics
 from kvgate.gateway.prepare import Preparer
 from kvgate.gateway.routing import get_policy
 from kvgate.gateway.routing.router import Router
 from kvgate.gateway.settings import GatewaySettings
+from kvgate.gateway.tenancy import RateLimiter
 from kvgate.gateway.textgen import TextGenerator
 from kvgate.gateway.upstream.channels import ChannelPool
 from kvgate.gateway.upstream.directory import WorkerDirectory
@@ -41,6 +44,7 @@ class Gateway:
     directory: WorkerDirectory
     router: Router
     metrics: GatewayMetrics
+    gate: InFlightGate
 
     def grpc_servicer(self) -> GatewayServicer:
         """The public gRPC service over the same services as the HTTP app."""
@@ -50,6 +54,8 @@ class Gateway:
             self.dispatcher,
             self.settings.model_name,
             self.settings.limits.context_window,
+            Authenticator(self.settings.keys),
+            self.gate,
         )
 
 
@@ -73,9 +79,11 @@ def build_gateway(
         clock,
     )
     channels = ChannelPool()
-    metrics = GatewayMetrics(settings.model_name, settings.policy, settings.cache.chunk_size)
+    metrics = GatewayMetrics(
+        settings.model_name, settings.policy, settings.cache.chunk_size, block_size=settings.cache.block_size
+    )
     dispatcher = Dispatcher(directory, router, channels, index, settings.max_attempts, metrics=metrics)
-    preparer = Preparer(settings, tokenizer)
+    preparer = Preparer(settings, tokenizer, RateLimiter())
     generator = TextGenerator(dispatcher, tokenizer)
 
     @contextlib.asynccontextmanager
@@ -93,5 +101,6 @@ def build_gateway(
             await router.drain()
             await channels.close()
 
-    app = create_app(settings, preparer, generator, dispatcher, directory, metrics, lifespan)
-    return Gateway(settings, app, preparer, generator, dispatcher, directory, router, metrics)
+    gate = InFlightGate(settings.max_concurrent_requests)
+    app = create_app(settings, preparer, generator, dispatcher, directory, metrics, lifespan, gate)
+    return Gateway(settings, app, preparer, generator, dispatcher, directory, router, metrics, gate)

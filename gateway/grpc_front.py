@@ -17,9 +17,12 @@ import numpy as np
 from grpc_health.v1 import health, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from kvgate.gateway.admission import InFlightGate
+from kvgate.gateway.api.auth import NAMESPACE_HEADER, Authenticator, presented_key
 from kvgate.gateway.api.errors import ApiError, from_upstream
 from kvgate.gateway.prepare import Generation, Preparer
 from kvgate.gateway.routing.types import RouteReason
+from kvgate.gateway.tenancy import Caller
 from kvgate.gateway.textgen import TextDelta, TextDone, TextGenerator
 from kvgate.gateway.upstream.dispatch import Dispatcher
 from kvgate.gateway.upstream.errors import UpstreamError
@@ -30,6 +33,8 @@ from kvgate.proto.sampling import CacheHint
 
 _STATUS = {
     400: grpc.StatusCode.INVALID_ARGUMENT,
+    401: grpc.StatusCode.UNAUTHENTICATED,
+    403: grpc.StatusCode.PERMISSION_DENIED,
     404: grpc.StatusCode.NOT_FOUND,
     413: grpc.StatusCode.INVALID_ARGUMENT,
     429: grpc.StatusCode.RESOURCE_EXHAUSTED,
@@ -53,7 +58,11 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
         dispatcher: Dispatcher,
         model_name: str,
         context_window: int,
+        auth: Authenticator | None = None,
+        gate: InFlightGate | None = None,
     ) -> None:
+        self._auth = auth or Authenticator(None)
+        self._gate = gate or InFlightGate(1 << 30)
         self._preparer = preparer
         self._generator = generator
         self._dispatcher = dispatcher
@@ -66,10 +75,15 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
         context: grpc.aio.ServicerContext,
     ) -> AsyncIterator[gateway_pb2.GatewayResponse]:
         async with _errors_as_status(context):
-            job = await self._job(request, context)
-            async with contextlib.aclosing(self._generator.stream(job)) as events:
-                async for item in events:
-                    yield _response(item, job)
+            if not self._gate.try_enter():
+                raise self._gate.overloaded()
+            try:
+                job = await self._job(request, context, charge=True)
+                async with contextlib.aclosing(self._generator.stream(job)) as events:
+                    async for item in events:
+                        yield _response(item, job)
+            finally:
+                self._gate.leave()
 
     async def Route(
         self,
@@ -77,7 +91,7 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
         context: grpc.aio.ServicerContext,
     ) -> gateway_pb2.RouteDecision:
         async with _errors_as_status(context):
-            job = await self._job(request, context)
+            job = await self._job(request, context, charge=False)
             routed = await self._dispatcher.preview(job)
             matches = routed.lookup.matches.values() if routed.lookup is not None else ()
             return gateway_pb2.RouteDecision(
@@ -105,7 +119,9 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
         request: gateway_pb2.ListModelsRequest,
         context: grpc.aio.ServicerContext,
     ) -> gateway_pb2.ListModelsResponse:
-        del request, context
+        del request
+        async with _errors_as_status(context):
+            self._caller(context)
         return gateway_pb2.ListModelsResponse(
             models=[
                 gateway_pb2.ModelInfo(
@@ -116,7 +132,17 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
             ]
         )
 
-    async def _job(self, request: gateway_pb2.GatewayRequest, context: grpc.aio.ServicerContext) -> Job:
+    def _caller(self, context: grpc.aio.ServicerContext) -> Caller:
+        """The caller of the call's metadata (``authorization: Bearer KEY`` or ``x-api-key``); 401 as
+        UNAUTHENTICATED when keys are configured and none matches."""
+        metadata = {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+        key = presented_key(metadata.get("authorization"), metadata.get("x-api-key"))
+        return self._auth.caller(key, metadata.get(NAMESPACE_HEADER))
+
+    async def _job(
+        self, request: gateway_pb2.GatewayRequest, context: grpc.aio.ServicerContext, charge: bool
+    ) -> Job:
+        caller = self._caller(context)
         self._preparer.check_model(request.model)
         ids = await self._prompt(request)
         sampling = _sampling(request.sampling)
@@ -129,7 +155,7 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
             cache_hint=_hint(request),
             client_salt=request.cache_salt,
         )
-        job = self._preparer.job(generation)
+        job = self._preparer.job(generation, caller, charge=charge)
         remaining = context.time_remaining()
         if remaining is not None:  # the client's deadline, if sooner than the gateway's own
             job = _with_deadline(job, time.monotonic() + remaining)

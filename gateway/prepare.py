@@ -12,6 +12,8 @@ import numpy as np
 
 from kvgate.gateway.api.errors import ApiError, bad_request
 from kvgate.gateway.settings import GatewaySettings
+from kvgate.gateway.tenancy import Caller, RateLimiter
+from kvgate.gateway.tenancy.rate_limit import RequestTooLargeError
 from kvgate.gateway.upstream.job import Job
 from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.sampling import CacheHint, SamplingParams
@@ -35,10 +37,12 @@ class Generation:
 class Preparer:
     """Owned by the composition root; safe to share across requests (no mutable state)."""
 
-    def __init__(self, settings: GatewaySettings, tokenizer: Tokenizer, tenant_salt: str = "") -> None:
+    def __init__(
+        self, settings: GatewaySettings, tokenizer: Tokenizer, limiter: RateLimiter | None = None
+    ) -> None:
         self._settings = settings
         self._tokenizer = tokenizer
-        self._salt = tenant_salt
+        self._limiter = limiter
 
     @property
     def chunk_size(self) -> int:
@@ -60,8 +64,10 @@ class Preparer:
             raise bad_request(f"prompt token ids must lie in [0, {self._tokenizer.vocab_size})", "prompt")
         return ids.astype(np.uint32)
 
-    def job(self, generation: Generation) -> Job:
-        """The Job of a prepared generation; 400 for limits and invalid sampling values."""
+    def job(self, generation: Generation, caller: Caller = Caller(), charge: bool = True) -> Job:  # noqa: B008
+        """The Job of a prepared generation for ``caller``: 400 for limits and invalid sampling values,
+        403 for a shared namespace the tenant may not use, 429 past the tenant's rate limit (checked
+        and charged only when ``charge``; a dry run does not charge)."""
         limits = self._settings.limits
         prompt_len = len(generation.prompt_ids)
         room = limits.context_window - prompt_len
@@ -76,7 +82,9 @@ class Preparer:
             )
         sampling = self._sampling(generation, room)
         cache = self._settings.cache
-        salt = f"{self._salt}\x1f{generation.client_salt}" if generation.client_salt else self._salt
+        salt = _salt(caller, generation.client_salt)
+        if charge:
+            self._charge(caller, prompt_len + sampling.max_tokens)
         root = cache.root(cache_salt=salt).digest()
         return Job(
             request_id=uuid.uuid4().hex,
@@ -89,6 +97,22 @@ class Preparer:
             cache_key=generation.cache_key,
             deadline_s=time.monotonic() + limits.request_timeout_s,
         )
+
+    def _charge(self, caller: Caller, tokens: int) -> None:
+        if self._limiter is None:
+            return
+        try:
+            wait_s = self._limiter.admit(caller.tenant, tokens)
+        except RequestTooLargeError as exc:
+            raise ApiError(429, str(exc), "tokens", code="rate_limit_exceeded") from exc
+        if wait_s > 0:
+            raise ApiError(
+                429,
+                f"Rate limit reached for tenant {caller.tenant.name!r}; retry in {wait_s:.1f} s.",
+                "requests",
+                code="rate_limit_exceeded",
+                retry_after_s=wait_s,
+            )
 
     def _sampling(self, generation: Generation, room: int) -> SamplingParams:
         limits = self._settings.limits
@@ -125,3 +149,15 @@ class Preparer:
         except (ChatTemplateError, ValueError) as exc:
             raise bad_request(f"the chat template rejected the messages: {exc}", "messages") from exc
         return self._tokenizer.encode(text, add_special_tokens=False)
+
+
+def _salt(caller: Caller, client_salt: str) -> str:
+    """The request's cache salt: the caller's (derived on the server), with the client's own salt mixed
+    in after a separator, so a client salt separates caches within a tenant and never reaches another
+    tenant's (tenant names cannot contain the separator)."""
+    try:
+        base = caller.cache_salt()
+    except PermissionError as exc:
+        raise ApiError(403, str(exc), "permission_error", param="x-kvgate-cache-namespace",
+                       code="namespace_forbidden") from exc  # fmt: skip
+    return f"{base}\x1f{client_salt}" if client_salt else base

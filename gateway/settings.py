@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvgate.gateway.routing.config import RoutingConfig
+from kvgate.gateway.tenancy import KeyRing
 from kvgate.index.settings import IndexSettings
 from kvgate.proto.fingerprint import CacheConfig
 
@@ -30,7 +31,9 @@ class Limits:
 @dataclass(frozen=True, slots=True)
 class GatewaySettings:
     """``model_name`` is the name clients use (``/v1/models``); ``cache`` must equal the workers'
-    (its fingerprint is checked against each worker's)."""
+    (its fingerprint is checked against each worker's). ``keys``: the API keys and their tenants (None:
+    no authentication, one anonymous tenant). ``max_concurrent_requests``: generations in flight at
+    once on this gateway; beyond it, a fast 503 with Retry-After."""
 
     model_name: str
     cache: CacheConfig
@@ -39,9 +42,13 @@ class GatewaySettings:
     index: IndexSettings = field(default_factory=IndexSettings)
     limits: Limits = field(default_factory=Limits)
     max_attempts: int = 3
+    keys: KeyRing | None = None
+    max_concurrent_requests: int = 1024
 
     def __post_init__(self) -> None:
         if not self.model_name:
             raise ValueError("model_name must not be empty")
         if self.max_attempts < 1:
             raise ValueError("max_attempts must be >= 1")
+        if self.max_concurrent_requests < 1:
+            raise ValueError("max_concurrent_requests must be >= 1")

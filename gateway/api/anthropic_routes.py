@@ -8,14 +8,16 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from kvgate.gateway.api.anthropic_prompt import cache_hint, chat_messages
 from kvgate.gateway.api.anthropic_responses import MESSAGES_RESPONSES
 from kvgate.gateway.api.anthropic_schemas import MessagesRequest
+from kvgate.gateway.api.auth import Authenticator
 from kvgate.gateway.api.streaming import collect, stream_response
 from kvgate.gateway.prepare import Generation, Preparer
+from kvgate.gateway.tenancy import Caller
 from kvgate.gateway.textgen import TextDelta, TextDone, TextGenerator
 from kvgate.proto.sampling import CacheHint, FinishReason, Usage
 
@@ -41,11 +43,13 @@ def stop_reason(done: TextDone) -> tuple[str, str | None]:
     return _STOP_REASONS.get(done.finish_reason, "end_turn"), None
 
 
-def build_anthropic_router(preparer: Preparer, generator: TextGenerator) -> APIRouter:
+def build_anthropic_router(preparer: Preparer, generator: TextGenerator, auth: Authenticator) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/messages", response_model=None, responses=MESSAGES_RESPONSES)
-    async def messages(body: MessagesRequest) -> JSONResponse | StreamingResponse:
+    async def messages(
+        body: MessagesRequest, caller: Caller = Depends(auth)  # noqa: B008
+    ) -> JSONResponse | StreamingResponse:
         preparer.check_model(body.model)
         rendered, breakpoints = chat_messages(body)
         full = await preparer.chat_prompt(rendered)
@@ -63,7 +67,8 @@ def build_anthropic_router(preparer: Preparer, generator: TextGenerator) -> APIR
         job = preparer.job(
             Generation(
                 body.model, sampling, full, tuple(body.stop_sequences or ()), cache_key=user, cache_hint=hint
-            )
+            ),
+            caller,
         )
         mid = f"msg_{job.request_id}"
         events = generator.stream(job)

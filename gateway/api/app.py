@@ -10,7 +10,9 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from kvgate.gateway.admission import Admission, InFlightGate
 from kvgate.gateway.api.anthropic_routes import build_anthropic_router
+from kvgate.gateway.api.auth import Authenticator
 from kvgate.gateway.api.body_limit import BodyLimit
 from kvgate.gateway.api.dashboard import build_dashboard_router
 from kvgate.gateway.api.errors import install_error_handlers
@@ -35,14 +37,20 @@ def create_app(
     directory: WorkerDirectory,
     metrics: GatewayMetrics,
     lifespan: Lifespan | None = None,
+    gate: InFlightGate | None = None,
 ) -> FastAPI:
+    """The HTTP app. ``gate``: the gateway's in-flight bound, shared with its gRPC front (None: one of
+    ``settings.max_concurrent_requests`` for this app alone)."""
+    gate = gate or InFlightGate(settings.max_concurrent_requests)
     app = FastAPI(title="kvgate", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
-    app.include_router(build_openai_router(preparer, generator, settings.model_name))
-    app.include_router(build_anthropic_router(preparer, generator))
+    app.add_middleware(Admission, gate=gate)
+    auth = Authenticator(settings.keys)
+    app.include_router(build_openai_router(preparer, generator, settings.model_name, auth))
+    app.include_router(build_anthropic_router(preparer, generator, auth))
     app.include_router(build_dashboard_router(metrics, directory))
-    app.include_router(build_route_router(preparer, dispatcher, settings.cache.chunk_size))
+    app.include_router(build_route_router(preparer, dispatcher, settings.cache.chunk_size, auth))
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:

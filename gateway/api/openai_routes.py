@@ -6,10 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from kvgate.gateway.api import openai_format as fmt
+from kvgate.gateway.api.auth import Authenticator
 from kvgate.gateway.api.openai_responses import (
     ChatCompletion,
     ModelList,
@@ -19,6 +20,7 @@ from kvgate.gateway.api.openai_responses import (
 from kvgate.gateway.api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from kvgate.gateway.api.streaming import Events, collect, stream_response
 from kvgate.gateway.prepare import Generation, Preparer
+from kvgate.gateway.tenancy import Caller
 from kvgate.gateway.textgen import TextDelta, TextDone, TextGenerator
 
 
@@ -60,9 +62,11 @@ async def _answer(
     return await stream_response(events, renderer(rid, body.model, usage))
 
 
-def build_openai_router(preparer: Preparer, generator: TextGenerator, model_name: str) -> APIRouter:
+def build_openai_router(
+    preparer: Preparer, generator: TextGenerator, model_name: str, auth: Authenticator
+) -> APIRouter:
     """The OpenAI endpoints, closed over the gateway's services (no global state)."""
-    router = APIRouter()
+    router = APIRouter(dependencies=[Depends(auth)])
 
     @router.get("/v1/models", response_model=ModelList)
     async def models() -> dict[str, Any]:
@@ -72,19 +76,23 @@ def build_openai_router(preparer: Preparer, generator: TextGenerator, model_name
         }
 
     @router.post("/v1/chat/completions", response_model=None, responses=generation_responses(ChatCompletion))
-    async def chat(body: ChatCompletionRequest) -> JSONResponse | StreamingResponse:
+    async def chat(
+        body: ChatCompletionRequest, caller: Caller = Depends(auth)  # noqa: B008
+    ) -> JSONResponse | StreamingResponse:
         preparer.check_model(body.model)
         ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in body.messages])
-        job = preparer.job(openai_generation(body, ids, body.limit))
+        job = preparer.job(openai_generation(body, ids, body.limit), caller)
         return await _answer(
             generator.stream(job), body, f"chatcmpl-{job.request_id}", fmt.chat_response, _chat_renderer
         )
 
     @router.post("/v1/completions", response_model=None, responses=generation_responses(TextCompletion))
-    async def completions(body: CompletionRequest) -> JSONResponse | StreamingResponse:
+    async def completions(
+        body: CompletionRequest, caller: Caller = Depends(auth)  # noqa: B008
+    ) -> JSONResponse | StreamingResponse:
         preparer.check_model(body.model)
         ids = await preparer.text_prompt(body.prompt)
-        job = preparer.job(openai_generation(body, ids, body.max_tokens))
+        job = preparer.job(openai_generation(body, ids, body.max_tokens), caller)
         return await _answer(
             generator.stream(job),
             body,

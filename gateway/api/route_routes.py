@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body
+from fastapi import APIRouter, Body, Depends
 from pydantic import BaseModel, ValidationError
 
+from kvgate.gateway.api.auth import Authenticator
 from kvgate.gateway.api.error_bodies import error_responses
 from kvgate.gateway.api.errors import invalid_body
 from kvgate.gateway.api.openai_routes import openai_generation
 from kvgate.gateway.api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from kvgate.gateway.prepare import Preparer
 from kvgate.gateway.routing.router import Routed
+from kvgate.gateway.tenancy import Caller
 from kvgate.gateway.upstream.dispatch import Dispatcher
 from kvgate.gateway.upstream.job import Job
 
@@ -58,20 +60,25 @@ _BODY_DOC = {
 }
 
 
-def build_route_router(preparer: Preparer, dispatcher: Dispatcher, chunk_size: int) -> APIRouter:
+def build_route_router(
+    preparer: Preparer, dispatcher: Dispatcher, chunk_size: int, auth: Authenticator
+) -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/route", response_model=None, responses=_RESPONSES, openapi_extra=_BODY_DOC)
-    async def route(body: dict[str, Any] = Body(...)) -> dict[str, Any]:  # noqa: B008
-        """Same body as /v1/chat/completions (``messages``) or /v1/completions (``prompt``)."""
-        job = await _job(preparer, body)
+    async def route(
+        body: dict[str, Any] = Body(...), caller: Caller = Depends(auth)  # noqa: B008
+    ) -> dict[str, Any]:
+        """Same body as /v1/chat/completions (``messages``) or /v1/completions (``prompt``); the
+        caller's cache namespace applies, and nothing is charged to its rate limit."""
+        job = await _job(preparer, body, caller)
         routed = await dispatcher.preview(job)
         return explain(job, routed, chunk_size)
 
     return router
 
 
-async def _job(preparer: Preparer, body: dict[str, Any]) -> Job:
+async def _job(preparer: Preparer, body: dict[str, Any], caller: Caller) -> Job:
     """The job a chat (``messages``) or completion (``prompt``) body would run."""
     try:
         request = (ChatCompletionRequest if "messages" in body else CompletionRequest).model_validate(body)
@@ -80,9 +87,9 @@ async def _job(preparer: Preparer, body: dict[str, Any]) -> Job:
     preparer.check_model(request.model)
     if isinstance(request, ChatCompletionRequest):
         ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in request.messages])
-        return preparer.job(openai_generation(request, ids, request.limit))
+        return preparer.job(openai_generation(request, ids, request.limit), caller, charge=False)
     ids = await preparer.text_prompt(request.prompt)
-    return preparer.job(openai_generation(request, ids, request.max_tokens))
+    return preparer.job(openai_generation(request, ids, request.max_tokens), caller, charge=False)
 
 
 def explain(job: Job, routed: Routed, chunk_size: int) -> dict[str, Any]:

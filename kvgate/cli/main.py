@@ -13,6 +13,7 @@ from kvgate.cli import (
     gateway_cmd,
     hash_cmd,
     index_cmd,
+    keys_cmd,
     simulate_cmd,
     top_cmd,
     up_cmd,
@@ -33,6 +34,7 @@ COMMANDS = {
     "up": up_cmd,
     "workers": workers_cmd,
     "gateway": gateway_cmd,
+    "keys": keys_cmd,
 }
 
 

@@ -7,11 +7,13 @@ Names and defaults are the ones deploy/ is written against (``tests/deploy``): `
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from kvgate.cli.cache_args import add_cache_arguments, cache_config
 from kvgate.cluster.settings import ClusterSettings, KVSizing
 from kvgate.gateway.routing import policy_names
+from kvgate.gateway.tenancy.config import ENV_VAR, key_ring
 from kvgate.models import DEFAULT_MODEL_ID, default_model_path
 
 HTTP_PORT = 8000
@@ -59,6 +61,11 @@ def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=HTTP_PORT, help="HTTP: OpenAI / Anthropic API")
     parser.add_argument("--grpc-port", type=int, default=GRPC_PORT, help="gRPC: kvgate.v1.KVGateway")
     parser.add_argument("--policy", default="kvgate", choices=policy_names(), help="the routing policy")
+    parser.add_argument("--api-keys", type=Path,
+                        help="TOML file of tenants and their hashed API keys (default: $KVGATE_API_KEYS, "
+                             "else no authentication)")  # fmt: skip
+    parser.add_argument("--max-concurrent-requests", type=int, default=1024,
+                        help="generations in flight on the gateway; beyond, a fast 503")  # fmt: skip
 
 
 def add_redis_argument(parser: argparse.ArgumentParser, required: bool) -> None:
@@ -90,6 +97,8 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
         worker_port=getattr(args, "worker_port", 0),
         worker_metrics_port=getattr(args, "worker_metrics_port", 0),
         stall_timeout_s=getattr(args, "stall_timeout", 120.0),
+        keys=key_ring(getattr(args, "api_keys", None), os.environ.get(ENV_VAR)),
+        max_concurrent_requests=getattr(args, "max_concurrent_requests", 1024),
         **optional,
     )
 

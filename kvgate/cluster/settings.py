@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvgate.gateway.tenancy import KeyRing
 from kvgate.proto.fingerprint import CacheConfig
 
 DEFAULT_CPU_WORKERS = 2
@@ -45,6 +46,8 @@ class ClusterSettings:
     - ``policy``: the gateway's routing policy (``kvgate.gateway.routing.policy_names()``).
     - ``worker_port`` / ``worker_metrics_port``: worker i of a node serves gRPC / ``/metrics`` on the
       i-th free port from these (up to ``PORTS_PER_NODE``; 0: any free port).
+    - ``keys``: the gateway's tenants and their hashed API keys (None: no authentication);
+      ``max_concurrent_requests``: the gateway's bound on generations in flight.
     - ``stall_timeout_s``: a worker whose engine holds requests without finishing a step this long is
       declared hung: its requests fail (the gateway re-routes them) and Ray restarts it.
     """
@@ -66,6 +69,8 @@ class ClusterSettings:
     worker_port: int = 0
     worker_metrics_port: int = 0
     stall_timeout_s: float = 120.0
+    keys: KeyRing | None = None
+    max_concurrent_requests: int = 1024
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:

@@ -173,7 +173,14 @@ async def _serve(settings: ClusterSettings, index: PrefixIndex, stop: asyncio.Ev
 def _gateway_settings(settings: ClusterSettings) -> GatewaySettings:
     window = settings.kv.max_model_len
     limits = Limits(context_window=window, max_output_tokens=min(Limits().max_output_tokens, window - 1))
-    return GatewaySettings(settings.model_name, settings.cache, policy=settings.policy, limits=limits)
+    return GatewaySettings(
+        settings.model_name,
+        settings.cache,
+        policy=settings.policy,
+        limits=limits,
+        keys=settings.keys,
+        max_concurrent_requests=settings.max_concurrent_requests,
+    )
 
 
 def _announce(settings: ClusterSettings, where: Listening) -> None:

@@ -1,0 +1,50 @@
+"""Authentication of HTTP requests: a FastAPI dependency that turns the API key into a :class:`Caller`.
+
+The key comes as ``Authorization: Bearer <key>`` (OpenAI) or ``x-api-key: <key>`` (Anthropic). With no
+key ring configured, every request is the anonymous tenant's. ``x-kvgate-cache-namespace`` opts the
+request into a shared cache namespace its tenant is allowed (checked when the job is prepared).
+"""
+
+from __future__ import annotations
+
+from fastapi import Request
+
+from kvgate.gateway.api.errors import ApiError
+from kvgate.gateway.tenancy import ANONYMOUS, Caller, KeyRing
+
+NAMESPACE_HEADER = "x-kvgate-cache-namespace"
+
+
+def presented_key(authorization: str | None, api_key: str | None) -> str | None:
+    """The key of an ``Authorization: Bearer`` header, else of ``x-api-key``."""
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    return api_key.strip() if api_key else None
+
+
+class Authenticator:
+    """``Depends(authenticator)`` on every endpoint that serves a tenant. Stateless."""
+
+    def __init__(self, keys: KeyRing | None) -> None:
+        self._keys = keys
+
+    @property
+    def enabled(self) -> bool:
+        return self._keys is not None
+
+    def caller(self, key: str | None, namespace: str | None) -> Caller:
+        """The caller of ``key``; ApiError 401 when keys are configured and it matches none."""
+        if self._keys is None:
+            return Caller(ANONYMOUS, namespace or None)
+        tenant = self._keys.authenticate(key)
+        if tenant is None:
+            message = "Incorrect API key provided." if key else "Missing API key (Authorization: Bearer KEY)."
+            raise ApiError(401, message, code="invalid_api_key")
+        return Caller(tenant, namespace or None)
+
+    async def __call__(self, request: Request) -> Caller:
+        headers = request.headers
+        key = presented_key(headers.get("authorization"), headers.get("x-api-key"))
+        return self.caller(key, headers.get(NAMESPACE_HEADER))
