@@ -197,11 +197,15 @@ class Dispatcher:
         return False
 
     async def _on_failure(self, info: WorkerInfo, code: grpc.StatusCode) -> None:
+        """A worker refused or failed an attempt before its first token. A busy worker (its queue is
+        full) is only skipped for this request; a failed one is quarantined, and a dead one purged."""
+        if code not in _DEAD:
+            log.debug("worker %s refused the request (%s); trying another", info.worker_id, code.name)
+            return
         log.warning("worker %s failed before the first token (%s); re-routing", info.worker_id, code.name)
         self._directory.quarantine(info.worker_id, self._quarantine_s)
-        if code in _DEAD:
-            with contextlib.suppress(IndexUnavailableError):
-                await self._index.purge(info.worker_id)
+        with contextlib.suppress(IndexUnavailableError):
+            await self._index.purge(info.worker_id)
 
 
 def _classify(exc: grpc.aio.AioRpcError, info: WorkerInfo, first_token_sent: bool) -> Exception:

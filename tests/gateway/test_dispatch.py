@@ -162,6 +162,7 @@ async def test_every_worker_busy_is_reported_as_busy(cluster: Cluster) -> None:
     with pytest.raises(WorkersBusyError) as err:
         await collect(cluster.dispatcher, job(seed=6))
     assert err.value.retry_after_s
+    assert len(cluster.directory.live()) == 3  # busy is not broken: nobody quarantined
 
 
 async def test_an_invalid_request_is_not_retried(cluster: Cluster) -> None:

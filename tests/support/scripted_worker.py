@@ -45,12 +45,15 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
     index: PrefixIndex | None = None
     mode: Mode = Mode.SERVE
     token_delay_s: float = 0.0
+    prefill_delay_per_token_s: float = 0.0  # per uncached prompt token: a hit answers sooner, like a real one
     epoch: int = 1
     port: int = 0
     held: set[ChunkHash] = field(default_factory=set)
     cancelled: list[str] = field(default_factory=list)
     served: list[str] = field(default_factory=list)
     received: list[str] = field(default_factory=list)
+    max_in_flight: int | None = None  # beyond it, RESOURCE_EXHAUSTED (a worker's admission queue)
+    active: int = 0
     hints: list[CacheHint] = field(default_factory=list)
     _seq: int = 0
     _server: grpc.aio.Server | None = None
@@ -81,18 +84,21 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
 
     async def Generate(self, request, context):
         self.received.append(request.request_id)
-        if self.mode is Mode.BUSY:
+        if self.mode is Mode.BUSY or (self.max_in_flight is not None and self.active >= self.max_in_flight):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "queue full")
         if self.mode is Mode.REJECT:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "prompt too long")
         if self.mode is Mode.FAIL_BEFORE_FIRST:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "engine down")
+        self.active += 1
         try:
             async for message in self._generate(request, context):
                 yield message
         except asyncio.CancelledError:
             self.cancelled.append(request.request_id)
             raise
+        finally:
+            self.active -= 1
 
     async def _generate(self, request, context):
         if self.mode is Mode.STALL:
@@ -101,6 +107,8 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
         if request.HasField("cache_hint"):
             self.hints.append(convert.cache_hint_from_proto(request.cache_hint))
         cached = await self._cache(ids, request.cache_salt)
+        if self.prefill_delay_per_token_s:
+            await asyncio.sleep((len(ids) - cached) * self.prefill_delay_per_token_s)
         sampling = convert.sampling_params_from_proto(request.sampling)
         produced = 0
         for i in range(sampling.max_tokens):
