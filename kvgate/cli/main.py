@@ -7,6 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from kvgate.cli import (
+    audit_cmd,
     bench_cmd,
     explain_cmd,
     fingerprint_cmd,
@@ -35,6 +36,7 @@ COMMANDS = {
     "workers": workers_cmd,
     "gateway": gateway_cmd,
     "keys": keys_cmd,
+    "audit": audit_cmd,
 }
 
 
