@@ -78,7 +78,7 @@ def build_gateway(
         settings.index.pending_ttl_s,
         clock,
     )
-    channels = ChannelPool()
+    channels = ChannelPool(tls=settings.worker_tls)
     metrics = GatewayMetrics(
         settings.model_name, settings.policy, settings.cache.chunk_size, block_size=settings.cache.block_size
     )

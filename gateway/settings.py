@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.tenancy import KeyRing
+from kvgate.grpc_tls import TlsFiles
 from kvgate.index.settings import IndexSettings
 from kvgate.proto.fingerprint import CacheConfig
 
@@ -33,7 +34,8 @@ class GatewaySettings:
     """``model_name`` is the name clients use (``/v1/models``); ``cache`` must equal the workers'
     (its fingerprint is checked against each worker's). ``keys``: the API keys and their tenants (None:
     no authentication, one anonymous tenant). ``max_concurrent_requests``: generations in flight at
-    once on this gateway; beyond it, a fast 503 with Retry-After."""
+    once on this gateway; beyond it, a fast 503 with Retry-After. ``worker_tls``: TLS to the workers
+    (None: plaintext)."""
 
     model_name: str
     cache: CacheConfig
@@ -44,6 +46,7 @@ class GatewaySettings:
     max_attempts: int = 3
     keys: KeyRing | None = None
     max_concurrent_requests: int = 1024
+    worker_tls: TlsFiles | None = None
 
     def __post_init__(self) -> None:
         if not self.model_name:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import grpc
 
 from kvgate.grpc_options import CLIENT_OPTIONS
+from kvgate.grpc_tls import TlsFiles, open_channel
 from kvgate.proto import worker_pb2_grpc
 from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.proto.workers import WorkerInfo
@@ -16,8 +17,11 @@ class ChannelPool:
     """Channels keyed by (worker, epoch, address): a restarted worker gets a fresh channel, and the
     old one is closed by :meth:`retain`. Owned by the gateway's composition root."""
 
-    def __init__(self, options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS) -> None:
+    def __init__(
+        self, options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS, tls: TlsFiles | None = None
+    ) -> None:
         self._options = options
+        self._tls = tls
         self._channels: dict[_Key, grpc.aio.Channel] = {}
 
     def stub(self, info: WorkerInfo) -> worker_pb2_grpc.KVWorkerStub:
@@ -25,7 +29,7 @@ class ChannelPool:
         key = (info.worker_id, info.epoch, info.address)
         channel = self._channels.get(key)
         if channel is None:
-            channel = grpc.aio.insecure_channel(info.address, options=self._options)
+            channel = open_channel(info.address, self._tls, self._options)
             self._channels[key] = channel
         return worker_pb2_grpc.KVWorkerStub(channel)
 

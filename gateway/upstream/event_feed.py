@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import grpc
 
 from kvgate.grpc_options import CLIENT_OPTIONS
+from kvgate.grpc_tls import TlsFiles, open_channel
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import ApplyResult, IndexUnavailableError, StaleEpochError
 from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
@@ -56,7 +57,8 @@ class EventFeed:
     per address; :meth:`unfollow` and :meth:`close` cancel them and deregister their workers.
 
     ``poll_s``: the Stats (heartbeat) period, well under the index's ``heartbeat_ttl_s``; ``retry_s``:
-    (first, most) seconds between reconnection attempts; ``rpc_timeout_s`` bounds each Stats call.
+    (first, most) seconds between reconnection attempts; ``rpc_timeout_s`` bounds each Stats call;
+    ``tls``: the workers' TLS (None: plaintext).
     """
 
     def __init__(
@@ -67,10 +69,12 @@ class EventFeed:
         retry_s: tuple[float, float] = (0.1, 5.0),
         rpc_timeout_s: float = 5.0,
         options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS,
+        tls: TlsFiles | None = None,
     ) -> None:
         self._index = index
         self._poll_s, self._retry_s, self._rpc_timeout_s = poll_s, retry_s, rpc_timeout_s
         self._options = options
+        self._tls = tls
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.states: dict[str, FeedState] = {}
 
@@ -106,7 +110,7 @@ class EventFeed:
     async def _follow(self, address: str) -> None:
         state = self.states[address]
         delay = self._retry_s[0]
-        async with grpc.aio.insecure_channel(address, options=self._options) as channel:
+        async with open_channel(address, self._tls, self._options) as channel:
             stub = worker_pb2_grpc.KVWorkerStub(channel)
             while True:
                 state.sessions += 1

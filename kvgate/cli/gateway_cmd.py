@@ -12,6 +12,7 @@ HELP = "serve a gateway replica over a Redis prefix index (HTTP and gRPC)"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     cli_args.add_model_arguments(parser)
     cli_args.add_gateway_arguments(parser)
+    cli_args.add_tls_arguments(parser)
     cli_args.add_redis_argument(parser, required=True)
 
 

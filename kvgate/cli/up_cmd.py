@@ -13,6 +13,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cli_args.add_model_arguments(parser)
     cli_args.add_worker_arguments(parser)
     cli_args.add_gateway_arguments(parser)
+    cli_args.add_tls_arguments(parser)
     cli_args.add_redis_argument(parser, required=False)
 
 

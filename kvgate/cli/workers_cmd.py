@@ -12,6 +12,7 @@ HELP = "place worker actors across a Ray cluster (publishing to Redis) and keep 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     cli_args.add_model_arguments(parser)
     cli_args.add_worker_arguments(parser, fixed_ports=True)
+    cli_args.add_tls_arguments(parser)
     cli_args.add_redis_argument(parser, required=True)
 
 

@@ -14,6 +14,7 @@ from kvgate.cli.cache_args import add_cache_arguments, cache_config
 from kvgate.cluster.settings import ClusterSettings, KVSizing
 from kvgate.gateway.routing import policy_names
 from kvgate.gateway.tenancy.config import ENV_VAR, key_ring
+from kvgate.grpc_tls import TlsFiles
 from kvgate.models import DEFAULT_MODEL_ID, default_model_path
 
 HTTP_PORT = 8000
@@ -68,6 +69,26 @@ def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
                         help="generations in flight on the gateway; beyond, a fast 503")  # fmt: skip
 
 
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    """TLS on the gateway-worker link; give the same files to ``workers``, ``gateway`` and ``up``."""
+    group = parser.add_argument_group("gateway-worker TLS (default: plaintext)")
+    group.add_argument("--worker-tls-cert", type=Path,
+                       help="PEM certificate: workers serve it, gateways present it")  # fmt: skip
+    group.add_argument("--worker-tls-key", type=Path, help="its PEM private key")
+    group.add_argument("--worker-tls-ca", type=Path,
+                       help="PEM CA of the certificates (with a cert and key: mutual TLS)")  # fmt: skip
+    group.add_argument("--worker-tls-server-name", help="the name the gateway expects in worker certificates "
+                       "(default: the worker's registered IP)")  # fmt: skip
+
+
+def tls_from(args: argparse.Namespace) -> TlsFiles | None:
+    """The TLS files of the flags; None when none is given."""
+    files = {name: getattr(args, f"worker_tls_{name}", None) for name in ("ca", "cert", "key")}
+    if not any(files.values()):
+        return None
+    return TlsFiles(**files, server_name=getattr(args, "worker_tls_server_name", None))
+
+
 def add_redis_argument(parser: argparse.ArgumentParser, required: bool) -> None:
     help_ = "the shared prefix index" + ("" if required else " (default: in-process, embedded)")
     parser.add_argument("--redis-url", required=required, help=help_)
@@ -99,6 +120,7 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
         stall_timeout_s=getattr(args, "stall_timeout", 120.0),
         keys=key_ring(getattr(args, "api_keys", None), os.environ.get(ENV_VAR)),
         max_concurrent_requests=getattr(args, "max_concurrent_requests", 1024),
+        tls=tls_from(args),
         **optional,
     )
 

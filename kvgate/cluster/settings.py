@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvgate.gateway.tenancy import KeyRing
+from kvgate.grpc_tls import TlsFiles
 from kvgate.proto.fingerprint import CacheConfig
 
 DEFAULT_CPU_WORKERS = 2
@@ -48,6 +49,7 @@ class ClusterSettings:
       i-th free port from these (up to ``PORTS_PER_NODE``; 0: any free port).
     - ``keys``: the gateway's tenants and their hashed API keys (None: no authentication);
       ``max_concurrent_requests``: the gateway's bound on generations in flight.
+    - ``tls``: TLS on the gateway-worker gRPC link (the same files on every node; None: plaintext).
     - ``stall_timeout_s``: a worker whose engine holds requests without finishing a step this long is
       declared hung: its requests fail (the gateway re-routes them) and Ray restarts it.
     """
@@ -71,6 +73,7 @@ class ClusterSettings:
     stall_timeout_s: float = 120.0
     keys: KeyRing | None = None
     max_concurrent_requests: int = 1024
+    tls: TlsFiles | None = None
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:

@@ -76,7 +76,7 @@ def _with_ray(settings: ClusterSettings, main: Main) -> int:
 async def _up(settings: ClusterSettings, session: RaySession) -> int:
     stop = stop_on_signals()
     async with _index(settings) as index:
-        feed = EventFeed(index) if settings.redis_url is None else None
+        feed = EventFeed(index, tls=settings.tls) if settings.redis_url is None else None
         async with _pool(settings, session, feed, stop) as ready:
             try:
                 if ready:
@@ -180,6 +180,7 @@ def _gateway_settings(settings: ClusterSettings) -> GatewaySettings:
         limits=limits,
         keys=settings.keys,
         max_concurrent_requests=settings.max_concurrent_requests,
+        worker_tls=settings.tls,
     )
 
 

@@ -62,6 +62,7 @@ def actor_specs(settings: ClusterSettings, count: int, gpu: bool) -> list[ActorS
                 torch_threads=None,
                 metrics_port=settings.worker_metrics_port,
                 stall_timeout_s=settings.stall_timeout_s,
+                tls=settings.tls,
             ),
             redis_url=settings.redis_url,
         )

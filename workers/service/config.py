@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvgate.grpc_tls import TlsFiles
 from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.proto.workers import check_worker_id
 from kvgate.workers.engine import EngineConfig
@@ -53,6 +54,7 @@ class WorkerConfig:
     metrics_port: int | None = None  # serve Prometheus /metrics here (0: any free port; None: not at all)
     shutdown_grace_s: float = 5.0
     stall_timeout_s: float | None = 120.0
+    tls: TlsFiles | None = None  # serve gRPC over TLS (mutual when tls.ca is set)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_path", Path(self.model_path))

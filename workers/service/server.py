@@ -108,9 +108,7 @@ class WorkerServer:
 
     def _bind(self, server: grpc.aio.Server, config: WorkerConfig, metrics_address: str) -> WorkerInfo:
         """Binds ``server``'s port (``self.port``); the registration record with the bound address."""
-        self.port = port = _first_bindable(
-            config.candidate_ports(config.port), lambda p: server.add_insecure_port(f"{config.host}:{p}")
-        )
+        self.port = port = _first_bindable(config.candidate_ports(config.port), _binder(server, config))
         cache = config.engine.cache
         return WorkerInfo(
             config.worker_id, config.epoch, config.address(port), cache.fingerprint(), cache.model_id,
@@ -182,3 +180,11 @@ def _first_bindable(ports: range, bind: Callable[[int], int]) -> int:
         except (OSError, RuntimeError) as exc:
             log.debug("port %d is taken (%s); trying the next", port, exc)
     raise RuntimeError(f"no free port in {ports.start}..{ports.stop - 1}")
+
+
+def _binder(server: grpc.aio.Server, config: WorkerConfig) -> Callable[[int], int]:
+    """Binds one port of ``server``: TLS when ``config.tls`` is set, else plaintext."""
+    if config.tls is None:
+        return lambda port: server.add_insecure_port(f"{config.host}:{port}")
+    credentials = config.tls.server_credentials()
+    return lambda port: server.add_secure_port(f"{config.host}:{port}", credentials)
