@@ -43,7 +43,12 @@ def openai_generation(
 ) -> Generation:
     """The generation an OpenAI request body asks for."""
     return Generation(
-        body.model, _sampling(body, max_tokens), ids, tuple(body.stop_list()), cache_key=body.prompt_cache_key
+        body.model,
+        _sampling(body, max_tokens),
+        ids,
+        tuple(body.stop_list()),
+        cache_key=body.prompt_cache_key,
+        client_salt=body.cache_salt or "",
     )
 
 

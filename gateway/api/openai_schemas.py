@@ -52,6 +52,9 @@ class _Sampling(StrictBody):
     user: Annotated[Text, Field(max_length=256)] | None = None
     prompt_cache_key: Annotated[Text, Field(max_length=1024)] | None = None
     ignore_eos: bool = False  # extension
+    # extension (vLLM): separates caches within the caller's tenant; mixed under the tenant's own salt on
+    # the server, so it can never reach another tenant's cache, whatever its value
+    cache_salt: Annotated[Text, Field(min_length=1, max_length=256)] | None = None
 
     def stop_list(self) -> list[str]:
         if self.stop is None:

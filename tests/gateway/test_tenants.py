@@ -113,9 +113,27 @@ async def test_a_client_cannot_choose_a_salt(tenanted: Tenanted) -> None:
             reply = await beta.post("/v1/chat/completions", json=body("q2"))
             assert reply.status_code == 403, headers
     async with tenanted.client("beta") as beta:
-        smuggled = await beta.post("/v1/chat/completions", json=body("q3") | {"cache_salt": "tenant:acme"})
-        assert smuggled.status_code == 400  # not a field of the API
+        for salt in ("tenant:acme", "", "\x1f", "tenant:acme\x1f"):  # a client salt only narrows its own
+            smuggled = await beta.post("/v1/chat/completions", json=body("q3") | {"cache_salt": salt})
+            assert smuggled.status_code in (200, 400), smuggled.text
+            if smuggled.status_code == 200:
+                assert smuggled.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0, salt
         assert await cached(beta, "q4") == 0
+
+
+async def test_a_client_salt_separates_caches_within_a_tenant(tenanted: Tenanted) -> None:
+    async with tenanted.client("acme") as acme:
+        def salted(question: str, salt: str) -> dict:
+            return body(question) | {"cache_salt": salt}
+
+        first = await acme.post("/v1/chat/completions", json=salted("q1", "user-1"))
+        assert first.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        await asyncio.sleep(0.1)
+        again = await acme.post("/v1/chat/completions", json=salted("q2", "user-1"))
+        other = await acme.post("/v1/chat/completions", json=salted("q3", "user-2"))
+        assert again.json()["usage"]["prompt_tokens_details"]["cached_tokens"] >= 3 * CACHE.chunk_size
+        assert other.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+        assert await cached(acme, "q4") == 0  # unsalted requests of the tenant are a third cache
 
 
 @pytest.mark.parametrize(
