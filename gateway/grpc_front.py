@@ -145,6 +145,10 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
         caller = self._caller(context)
         self._preparer.check_model(request.model)
         ids = await self._prompt(request)
+        shared = None
+        if request.WhichOneof("input") == "chat":
+            messages = [{"role": m.role, "content": m.content} for m in request.chat.messages]
+            shared = await self._preparer.system_prefix(caller, messages, ids)
         sampling = _sampling(request.sampling)
         generation = Generation(
             request.model,
@@ -154,6 +158,7 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
             cache_key=request.prompt_cache_key or None,
             cache_hint=_hint(request),
             client_salt=request.cache_salt,
+            shared_prefix=shared,
         )
         job = self._preparer.job(generation, caller, charge=charge)
         remaining = context.time_remaining()

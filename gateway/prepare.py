@@ -4,6 +4,7 @@ check limits, hash chunks. Raises :class:`ApiError` (400 / 404) for anything the
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from dataclasses import dataclass
@@ -11,11 +12,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvgate.gateway.api.errors import ApiError, bad_request
+from kvgate.gateway.cache_scope import cache_scope
 from kvgate.gateway.settings import GatewaySettings
 from kvgate.gateway.tenancy import Caller, RateLimiter
 from kvgate.gateway.tenancy.rate_limit import RequestTooLargeError
 from kvgate.gateway.upstream.job import Job
-from kvgate.proto.hashing import chunk_hashes
+from kvgate.proto.chain import chain_hashes
 from kvgate.proto.sampling import CacheHint, SamplingParams
 from kvgate.tokenizer import ChatTemplateError, Tokenizer
 
@@ -32,6 +34,7 @@ class Generation:
     cache_hint: CacheHint | None = None
     default_max_tokens: int | None = None
     client_salt: str = ""  # mixed into the tenant's salt: separates caches within a tenant, never across
+    shared_prefix: int | None = None  # tokens of the leading system messages (None: no such structure)
 
 
 class Preparer:
@@ -47,6 +50,21 @@ class Preparer:
     @property
     def chunk_size(self) -> int:
         return self._settings.cache.chunk_size
+
+    async def system_prefix(
+        self, caller: Caller, messages: list[dict[str, str]], ids: np.ndarray
+    ) -> int | None:
+        """Tokens of ``messages``' leading system messages within ``ids`` (their rendering), when the
+        caller opted into a shared namespace; None otherwise. 0 when there is no system message or the
+        chat template does not render it as a prefix of the whole conversation."""
+        if caller.namespace is None:
+            return None
+        system = list(itertools.takewhile(lambda m: m["role"] == "system", messages))
+        if not system:
+            return 0
+        prefix = await self.chat_prompt(system, generation_prompt=False)
+        n = len(prefix)
+        return n if n <= len(ids) and np.array_equal(ids[:n], prefix) else 0
 
     def check_model(self, model: str) -> None:
         if model != self._settings.model_name:
@@ -82,17 +100,18 @@ class Preparer:
             )
         sampling = self._sampling(generation, room)
         cache = self._settings.cache
-        salt = _salt(caller, generation.client_salt)
+        scope = cache_scope(caller, generation.client_salt, generation.shared_prefix, cache.chunk_size)
         if charge:
             self._charge(caller, prompt_len + sampling.max_tokens)
-        root = cache.root(cache_salt=salt).digest()
         return Job(
             request_id=uuid.uuid4().hex,
             token_ids=generation.prompt_ids,
-            hashes=chunk_hashes(generation.prompt_ids, root, cache.chunk_size),
+            hashes=chain_hashes(generation.prompt_ids, scope.roots(cache), cache.chunk_size),
             sampling=sampling,
             request_key=uuid.uuid4().int & (2**64 - 1),
-            cache_salt=salt,
+            cache_salt=scope.private_salt,
+            shared_salt=scope.shared_salt,
+            shared_tokens=scope.shared_tokens,
             cache_hint=generation.cache_hint,
             cache_key=generation.cache_key,
             deadline_s=time.monotonic() + limits.request_timeout_s,
@@ -150,14 +169,3 @@ class Preparer:
             raise bad_request(f"the chat template rejected the messages: {exc}", "messages") from exc
         return self._tokenizer.encode(text, add_special_tokens=False)
 
-
-def _salt(caller: Caller, client_salt: str) -> str:
-    """The request's cache salt: the caller's (derived on the server), with the client's own salt mixed
-    in after a separator, so a client salt separates caches within a tenant and never reaches another
-    tenant's (tenant names cannot contain the separator)."""
-    try:
-        base = caller.cache_salt()
-    except PermissionError as exc:
-        raise ApiError(403, str(exc), "permission_error", param="x-kvgate-cache-namespace",
-                       code="namespace_forbidden") from exc  # fmt: skip
-    return f"{base}\x1f{client_salt}" if client_salt else base

@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("request_id", "prompt_token_ids", "sampling", "cache_salt", "adapter_id", "cache_hint", "predicted_cached_tokens")
+    __slots__ = ("request_id", "prompt_token_ids", "sampling", "cache_salt", "adapter_id", "cache_hint", "predicted_cached_tokens", "shared_salt", "shared_tokens")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
@@ -16,6 +16,8 @@ class GenerateRequest(_message.Message):
     ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
     CACHE_HINT_FIELD_NUMBER: _ClassVar[int]
     PREDICTED_CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_SALT_FIELD_NUMBER: _ClassVar[int]
+    SHARED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     sampling: _common_pb2.SamplingParams
@@ -23,7 +25,9 @@ class GenerateRequest(_message.Message):
     adapter_id: str
     cache_hint: _common_pb2.CacheHint
     predicted_cached_tokens: int
-    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., cache_hint: _Optional[_Union[_common_pb2.CacheHint, _Mapping]] = ..., predicted_cached_tokens: _Optional[int] = ...) -> None: ...
+    shared_salt: str
+    shared_tokens: int
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., cache_hint: _Optional[_Union[_common_pb2.CacheHint, _Mapping]] = ..., predicted_cached_tokens: _Optional[int] = ..., shared_salt: _Optional[str] = ..., shared_tokens: _Optional[int] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ("tokens", "final")

@@ -57,6 +57,7 @@ def build_anthropic_router(preparer: Preparer, generator: TextGenerator, auth: A
             *(preparer.chat_prompt(b.messages, generation_prompt=False) for b in breakpoints)
         )
         hint = cache_hint(full, list(marks), [b.ttl_s for b in breakpoints])
+        shared = await preparer.system_prefix(caller, rendered, full)
         sampling = {
             "temperature": body.temperature,
             "top_p": body.top_p,
@@ -66,7 +67,13 @@ def build_anthropic_router(preparer: Preparer, generator: TextGenerator, auth: A
         user = body.metadata.user_id if body.metadata else None
         job = preparer.job(
             Generation(
-                body.model, sampling, full, tuple(body.stop_sequences or ()), cache_key=user, cache_hint=hint
+                body.model,
+                sampling,
+                full,
+                tuple(body.stop_sequences or ()),
+                cache_key=user,
+                cache_hint=hint,
+                shared_prefix=shared,
             ),
             caller,
         )

@@ -39,9 +39,12 @@ Renderer = Callable[[TextDelta | TextDone], list[bytes]]
 
 
 def openai_generation(
-    body: ChatCompletionRequest | CompletionRequest, ids: np.ndarray, max_tokens: int | None
+    body: ChatCompletionRequest | CompletionRequest,
+    ids: np.ndarray,
+    max_tokens: int | None,
+    shared_prefix: int | None = None,
 ) -> Generation:
-    """The generation an OpenAI request body asks for."""
+    """The generation an OpenAI request body asks for (``shared_prefix``: see ``Generation``)."""
     return Generation(
         body.model,
         _sampling(body, max_tokens),
@@ -49,6 +52,7 @@ def openai_generation(
         tuple(body.stop_list()),
         cache_key=body.prompt_cache_key,
         client_salt=body.cache_salt or "",
+        shared_prefix=shared_prefix,
     )
 
 
@@ -85,8 +89,10 @@ def build_openai_router(
         body: ChatCompletionRequest, caller: Caller = Depends(auth)  # noqa: B008
     ) -> JSONResponse | StreamingResponse:
         preparer.check_model(body.model)
-        ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in body.messages])
-        job = preparer.job(openai_generation(body, ids, body.limit), caller)
+        messages = [{"role": m.role, "content": m.text()} for m in body.messages]
+        ids = await preparer.chat_prompt(messages)
+        shared = await preparer.system_prefix(caller, messages, ids)
+        job = preparer.job(openai_generation(body, ids, body.limit, shared), caller)
         return await _answer(
             generator.stream(job), body, f"chatcmpl-{job.request_id}", fmt.chat_response, _chat_renderer
         )

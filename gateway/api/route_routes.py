@@ -86,8 +86,10 @@ async def _job(preparer: Preparer, body: dict[str, Any], caller: Caller) -> Job:
         raise invalid_body(exc.errors()) from exc
     preparer.check_model(request.model)
     if isinstance(request, ChatCompletionRequest):
-        ids = await preparer.chat_prompt([{"role": m.role, "content": m.text()} for m in request.messages])
-        return preparer.job(openai_generation(request, ids, request.limit), caller, charge=False)
+        messages = [{"role": m.role, "content": m.text()} for m in request.messages]
+        ids = await preparer.chat_prompt(messages)
+        shared = await preparer.system_prefix(caller, messages, ids)
+        return preparer.job(openai_generation(request, ids, request.limit, shared), caller, charge=False)
     ids = await preparer.text_prompt(request.prompt)
     return preparer.job(openai_generation(request, ids, request.max_tokens), caller, charge=False)
 

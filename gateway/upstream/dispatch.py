@@ -240,6 +240,8 @@ def _request(job: Job, routed: Routed) -> worker_pb2.GenerateRequest:
         prompt_token_ids=job.token_ids.tolist(),
         sampling=convert.sampling_params_to_proto(job.sampling),
         cache_salt=job.cache_salt,
+        shared_salt=job.shared_salt,
+        shared_tokens=job.shared_tokens,
         adapter_id=job.adapter_id,
         predicted_cached_tokens=routed.decision.predicted_cached_tokens,
     )

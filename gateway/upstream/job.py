@@ -22,6 +22,8 @@ class Job:
     sampling: SamplingParams
     request_key: int
     cache_salt: str = ""
+    shared_salt: str = ""  # the first shared_tokens tokens hash under this salt (kvgate.proto.chain)
+    shared_tokens: int = 0
     adapter_id: str = ""
     cache_hint: CacheHint | None = None
     cache_key: str | None = None

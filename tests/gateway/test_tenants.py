@@ -92,16 +92,29 @@ async def test_the_same_tenant_reuses_its_cache_and_another_tenant_never_does(
 
 async def test_a_shared_namespace_is_shared_only_by_the_tenants_that_opt_in(tenanted: Tenanted) -> None:
     public = {"x-kvgate-cache-namespace": "public"}
+    question = "Please summarise our private quarterly numbers in detail. " * 30  # chunks of its own
     async with tenanted.client("acme", **public) as acme, tenanted.client("beta", **public) as beta:
-        assert await cached(acme, "q1") == 0
+        first = await acme.post("/v1/chat/completions", json=body(question))
+        assert first.json()["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
         await asyncio.sleep(0.1)
-        assert await cached(beta, "q2") >= 3 * CACHE.chunk_size  # the published prompt is reused
+        shared = (await beta.post("/v1/route", json=body(question))).json()
+        again = (await acme.post("/v1/route", json=body(question))).json()
+        reused = await beta.post("/v1/chat/completions", json=body(question))
+    system_chunks = shared["matches"][0]["matched_chunks"]
+    assert system_chunks >= 3  # the published system prompt is reused across tenants...
+    assert again["matches"][0]["matched_chunks"] >= system_chunks + 2  # ...acme's own suffix stays acme's
+    usage = reused.json()["usage"]
+    assert usage["prompt_tokens_details"]["cached_tokens"] == system_chunks * CACHE.chunk_size
     async with tenanted.client("beta") as beta_private:
         assert await cached(beta_private, "q3") == 0  # beta's own namespace is not the public one
     async with tenanted.client("slow", **public) as outsider:
         refused = await outsider.post("/v1/chat/completions", json=body("q4"))
     assert refused.status_code == 403
     assert refused.json()["error"]["code"] == "namespace_forbidden"
+    async with tenanted.client("acme", **public) as acme:
+        plain = {"model": MODEL, "prompt": "hi", "max_tokens": 2}
+        completion = await acme.post("/v1/completions", json=plain)
+    assert completion.status_code == 400  # no system prompt to share
 
 
 async def test_a_client_cannot_choose_a_salt(tenanted: Tenanted) -> None:

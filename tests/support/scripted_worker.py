@@ -17,9 +17,9 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kvgate.grpc_options import SERVER_OPTIONS
 from kvgate.index.base import PrefixIndex
 from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
+from kvgate.proto.chain import ChainRoots, chain_hashes
 from kvgate.proto.events import EventBatch, KVEvent
 from kvgate.proto.fingerprint import CacheConfig
-from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.sampling import CacheHint, FinishReason, Usage
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
@@ -106,7 +106,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
         ids = list(request.prompt_token_ids)
         if request.HasField("cache_hint"):
             self.hints.append(convert.cache_hint_from_proto(request.cache_hint))
-        cached = await self._cache(ids, request.cache_salt)
+        cached = await self._cache(ids, self._roots(request))
         if self.prefill_delay_per_token_s:
             await asyncio.sleep((len(ids) - cached) * self.prefill_delay_per_token_s)
         sampling = convert.sampling_params_from_proto(request.sampling)
@@ -130,9 +130,17 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
             )
         )
 
-    async def _cache(self, ids: list[int], salt: str) -> int:
+    def _roots(self, request: worker_pb2.GenerateRequest) -> ChainRoots:
+        """The request's hash chain, as a real worker builds it (salt, shared namespace)."""
+        private = self.config.root(cache_salt=request.cache_salt).digest()
+        if not request.shared_tokens:
+            return ChainRoots(private)
+        shared = self.config.root(cache_salt=request.shared_salt).digest()
+        return ChainRoots(private, shared, request.shared_tokens)
+
+    async def _cache(self, ids: list[int], roots: ChainRoots) -> int:
         """Cached prompt tokens (whole leading chunks already held); then holds them all."""
-        hashes = chunk_hashes(ids, self.config.root(cache_salt=salt).digest(), self.config.chunk_size)
+        hashes = chain_hashes(ids, roots, self.config.chunk_size)
         hits = next((i for i, h in enumerate(hashes) if h not in self.held), len(hashes))
         new = [h for h in hashes if h not in self.held]
         self.held.update(new)

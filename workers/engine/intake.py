@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from kvgate.proto.chain import ChainRoots
 from kvgate.proto.fingerprint import CacheConfig
 from kvgate.tokenizer import Tokenizer
 from kvgate.workers.engine.request import EngineRequest
@@ -36,7 +37,7 @@ class SequenceFactory:
         the vocabulary, or stop strings without a tokenizer."""
         self._check(request)
         ids = request.prompt_ids
-        root = self.cache.root(request.adapter_id, request.cache_salt).digest()
+        root = self._roots(request)
         prompt = Prompt.build(ids, root, block_size=self.cache.block_size, chunk_size=self.cache.chunk_size)
         context = ids[-DETOKENIZER_CONTEXT:].tolist()
         stopper = StopChecker(request.sampling, self.eos_ids, self.max_model_len, context, self.tokenizer)
@@ -50,6 +51,16 @@ class SequenceFactory:
             generator=make_generator(request.sampling, self.device),
             token_ids=ids.tolist(),
         )
+
+    def _roots(self, request: EngineRequest) -> ChainRoots:
+        """The request's chain: its own root, after a shared namespace's for ``shared_tokens``."""
+        private = self.cache.root(request.adapter_id, request.cache_salt).digest()
+        if not request.shared_tokens:
+            return ChainRoots(private)
+        shared = self.cache.root(request.adapter_id, request.shared_salt).digest()
+        roots = ChainRoots(private, shared, request.shared_tokens)
+        roots.check(self.cache.chunk_size)
+        return roots
 
     def _check(self, request: EngineRequest) -> None:
         if request.adapter_id:

@@ -19,6 +19,8 @@ class EngineRequest:
     ``adapter_id`` enter the hash root (different salts never share cached blocks). ``cache_hint``:
     keep the leading tokens cached longer (None: the default TTL). ``predicted_cached_tokens``: the
     router's prediction, counted against the actual number for the router's accuracy (None: none).
+    ``shared_salt`` / ``shared_tokens``: the first ``shared_tokens`` prompt tokens hash under the shared
+    namespace's salt instead (see :mod:`kvgate.proto.chain`; 0: none).
     """
 
     request_id: str
@@ -28,6 +30,8 @@ class EngineRequest:
     adapter_id: str = ""
     cache_hint: CacheHint | None = None
     predicted_cached_tokens: int | None = None
+    shared_salt: str = ""
+    shared_tokens: int = 0
 
     def __post_init__(self) -> None:
         if not self.request_id:
@@ -37,6 +41,8 @@ class EngineRequest:
             raise ValueError("prompt_ids must hold at least one token")
         ids.flags.writeable = False
         object.__setattr__(self, "prompt_ids", ids)
+        if not 0 <= self.shared_tokens <= ids.size or (self.shared_tokens and not self.shared_salt):
+            raise ValueError(f"shared_tokens must lie in [0, {ids.size}] and come with a shared_salt")
         if self.predicted_cached_tokens is not None and self.predicted_cached_tokens < 0:
             raise ValueError(f"predicted_cached_tokens must be >= 0, got {self.predicted_cached_tokens}")
 

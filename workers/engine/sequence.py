@@ -9,7 +9,7 @@ from enum import Enum
 import numpy as np
 import torch
 
-from kvgate.proto.ids import ChunkHash
+from kvgate.proto.chain import ChainRoots
 from kvgate.proto.sampling import FinishReason, Usage
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.stopping import Stop, StopChecker
@@ -52,7 +52,7 @@ class Sequence:
 
     request: EngineRequest
     seq_id: SeqId
-    root: ChunkHash
+    root: ChainRoots
     prompt: Prompt
     pin: Pin | None
     stopper: StopChecker

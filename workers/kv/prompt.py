@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvgate.proto.chain import ChainRoots, chain_hashes
 from kvgate.proto.fingerprint import DEFAULT_BLOCK_SIZE
-from kvgate.proto.hashing import DEFAULT_CHUNK_SIZE, HashRoot, TokenIds, as_token_array, chunk_hashes
+from kvgate.proto.hashing import DEFAULT_CHUNK_SIZE, HashRoot, TokenIds, as_token_array
 from kvgate.proto.ids import ChunkHash
 from kvgate.workers.kv.block import BlockKey
 from kvgate.workers.kv.types import BlockHash
@@ -17,40 +18,51 @@ from kvgate.workers.kv.types import BlockHash
 class Prompt:
     """The tokens a sequence starts from (a prompt, or a preempted sequence's prompt plus output).
 
-    ``token_ids``: 1-D little-endian uint32 array. ``root``: the request's root digest
-    (``HashRoot.digest()``: deployment secret, model, adapter, cache salt). ``block_hashes[i]`` is
-    ``chunk_hashes(token_ids, root, block_size)[i]`` for every full block and ``chunk_hashes[j]``
-    the gateway's ``chunk_hashes(token_ids, root, chunk_size)[j]`` for every full chunk. :meth:`build`
+    ``token_ids``: 1-D little-endian uint32 array. ``roots``: the request's chain roots (its own root
+    digest, ``HashRoot.digest()`` of deployment secret, model, adapter and cache salt; and a shared
+    namespace's root for a leading part, see :mod:`kvgate.proto.chain`; a plain digest is accepted).
+    ``block_hashes[i]`` is ``chain_hashes(token_ids, roots, block_size)[i]`` for every full block and
+    ``chunk_hashes[j]`` the gateway's ``chain_hashes(token_ids, roots, chunk_size)[j]`` for every
+    full chunk. :meth:`build`
     computes them; a hand-made Prompt with other hashes is accepted (tests force collisions that way)
     because the manager verifies token ids and never trusts a hash for correctness.
     """
 
     token_ids: np.ndarray
-    root: ChunkHash
+    roots: ChainRoots
     block_hashes: tuple[BlockHash, ...]
     chunk_hashes: tuple[ChunkHash, ...]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.roots, ChainRoots):  # a plain root digest: one namespace
+            object.__setattr__(self, "roots", ChainRoots(ChunkHash(self.roots)))
+
+    @property
+    def root(self) -> ChunkHash:
+        """The parent of block 0."""
+        return self.roots.first
 
     @classmethod
     def build(
         cls,
         token_ids: TokenIds,
-        root: HashRoot | ChunkHash,
+        root: HashRoot | ChunkHash | ChainRoots,
         *,
         block_size: int = DEFAULT_BLOCK_SIZE,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> Prompt:
-        """Hashes ``token_ids`` at block and at chunk granularity from the same root (pure)."""
+        """Hashes ``token_ids`` at block and at chunk granularity along the same chain (pure)."""
         ids = as_token_array(token_ids)
-        digest = root.digest() if isinstance(root, HashRoot) else root
-        blocks = tuple(BlockHash(h) for h in chunk_hashes(ids, digest, block_size))
-        return cls(ids, digest, blocks, tuple(chunk_hashes(ids, digest, chunk_size)))
+        roots = _roots(root)
+        blocks = tuple(BlockHash(h) for h in chain_hashes(ids, roots, block_size))
+        return cls(ids, roots, blocks, tuple(chain_hashes(ids, roots, chunk_size)))
 
     def __len__(self) -> int:
         return len(self.token_ids)
 
     def block_key(self, index: int, block_size: int) -> BlockKey:
         """The key full block ``index`` must match to be reused (pure)."""
-        parent = self.block_hashes[index - 1] if index else self.root
+        parent = self.roots.parent(index, block_size, self.block_hashes[index - 1] if index else None)
         tokens = self.token_ids[index * block_size : (index + 1) * block_size].tobytes()
         return BlockKey(self.block_hashes[index], parent, tokens)
 
@@ -61,3 +73,9 @@ class Prompt:
             raise ValueError("a prompt needs at least one token")
         if len(self.block_hashes) != n // block_size or len(self.chunk_hashes) != n // chunk_size:
             raise ValueError(f"{n} tokens need {n // block_size} block and {n // chunk_size} chunk hashes")
+
+
+def _roots(root: HashRoot | ChunkHash | ChainRoots) -> ChainRoots:
+    if isinstance(root, ChainRoots):
+        return root
+    return ChainRoots(root.digest() if isinstance(root, HashRoot) else root)

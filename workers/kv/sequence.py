@@ -6,7 +6,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from kvgate.proto.hashing import TokenIds, as_token_array, chunk_hashes
+from kvgate.proto.chain import ChainRoots, chain_hashes
+from kvgate.proto.hashing import TokenIds, as_token_array
 from kvgate.proto.ids import ChunkHash
 from kvgate.workers.kv.block import BlockKey, KVBlock
 from kvgate.workers.kv.prompt import Prompt
@@ -27,7 +28,7 @@ class SeqState:
     """
 
     seq_id: SeqId
-    root: ChunkHash
+    roots: ChainRoots
     tokens: bytearray
     block_hashes: list[BlockHash]
     chunk_hashes: list[ChunkHash]
@@ -41,7 +42,7 @@ class SeqState:
     @classmethod
     def from_prompt(cls, seq_id: SeqId, prompt: Prompt, pin: Pin | None) -> SeqState:
         tokens = bytearray(prompt.token_ids.tobytes())
-        return cls(seq_id, prompt.root, tokens, list(prompt.block_hashes), list(prompt.chunk_hashes), pin)
+        return cls(seq_id, prompt.roots, tokens, list(prompt.block_hashes), list(prompt.chunk_hashes), pin)
 
     @property
     def num_tokens(self) -> int:
@@ -54,13 +55,13 @@ class SeqState:
     def key(self, index: int, block_size: int, chunk_size: int) -> BlockKey:
         """The cache key of full block ``index`` (its tokens must be known); ``chunk`` is set when the
         block ends a chunk."""
-        _extend(self.block_hashes, self.tokens, self.root, block_size, index + 1)
-        parent = self.block_hashes[index - 1] if index else self.root
+        _extend(self.block_hashes, self.tokens, self.roots, block_size, index + 1)
+        parent = self.roots.parent(index, block_size, self.block_hashes[index - 1] if index else None)
         tokens = bytes(self.tokens[index * block_size * _U32 : (index + 1) * block_size * _U32])
         chunk = None
         if (index + 1) * block_size % chunk_size == 0:
             num_chunks = (index + 1) * block_size // chunk_size
-            _extend(self.chunk_hashes, self.tokens, self.root, chunk_size, num_chunks)
+            _extend(self.chunk_hashes, self.tokens, self.roots, chunk_size, num_chunks)
             chunk = self.chunk_hashes[num_chunks - 1]
         return BlockKey(self.block_hashes[index], parent, tokens, chunk)
 
@@ -69,7 +70,7 @@ class SeqState:
         return tuple(self.block_hashes[last_index + 1 - blocks_per_chunk : last_index + 1])
 
 
-def _extend(hashes: list, tokens: bytearray, root: ChunkHash, size: int, count: int) -> None:
+def _extend(hashes: list, tokens: bytearray, roots: ChainRoots, size: int, count: int) -> None:
     # Appends the chained hashes of units len(hashes) .. count-1 of `size` tokens each.
     done = len(hashes)
     if done >= count:
@@ -77,4 +78,4 @@ def _extend(hashes: list, tokens: bytearray, root: ChunkHash, size: int, count: 
     data = np.frombuffer(bytes(tokens[done * size * _U32 : count * size * _U32]), dtype="<u4")
     if len(data) < (count - done) * size:
         raise ValueError(f"block {count - 1} is not full: its tokens are not known yet")
-    hashes.extend(chunk_hashes(data, hashes[-1] if hashes else root, size))
+    hashes.extend(chain_hashes(data, roots, size, done, hashes[-1] if hashes else None))

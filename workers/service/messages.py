@@ -35,6 +35,8 @@ def engine_request(msg: worker_pb2.GenerateRequest) -> EngineRequest:
         adapter_id=msg.adapter_id,
         cache_hint=hint,
         predicted_cached_tokens=predicted,
+        shared_salt=msg.shared_salt,
+        shared_tokens=msg.shared_tokens,
     )
 
 

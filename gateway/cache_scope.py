@@ -1,0 +1,55 @@
+"""Which cache a request reads and fills: the caller's own namespace, and optionally a shared one for
+its system prompt. Derived on the server from the authenticated caller; the client only opts in.
+
+- Own namespace: the tenant's salt, with the client's ``cache_salt`` (if any) appended after a
+  separator that tenant names cannot contain, so a client salt only splits the tenant's own cache.
+- Shared namespace (``x-kvgate-cache-namespace``, if the tenant may use it): the leading system
+  messages, rounded down to whole chunks, hash under the namespace's salt; the chain then continues
+  under the caller's own salt (:mod:`kvgate.proto.chain`), so the rest of the prompt stays private.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvgate.gateway.api.errors import ApiError, bad_request
+from kvgate.gateway.tenancy import Caller
+from kvgate.proto.chain import ChainRoots
+from kvgate.proto.fingerprint import CacheConfig
+
+NAMESPACE_PARAM = "x-kvgate-cache-namespace"
+
+
+@dataclass(frozen=True, slots=True)
+class CacheScope:
+    """``private_salt`` for the whole prompt, except its first ``shared_tokens`` tokens (a multiple of
+    the chunk size), which hash under ``shared_salt``."""
+
+    private_salt: str
+    shared_salt: str = ""
+    shared_tokens: int = 0
+
+    def roots(self, cache: CacheConfig, adapter_id: str = "") -> ChainRoots:
+        private = cache.root(adapter_id, self.private_salt).digest()
+        if not self.shared_tokens:
+            return ChainRoots(private)
+        return ChainRoots(private, cache.root(adapter_id, self.shared_salt).digest(), self.shared_tokens)
+
+
+def cache_scope(caller: Caller, client_salt: str, shared_prefix: int | None, chunk_size: int) -> CacheScope:
+    """The scope of a request. ``shared_prefix``: tokens of its leading system messages (None: the
+    request has no such structure, e.g. a raw completion). 403 for a namespace the tenant may not use;
+    400 for a namespace on a request without a system prompt to share."""
+    own = caller.tenant.cache_salt()
+    private = f"{own}\x1f{client_salt}" if client_salt else own
+    if caller.namespace is None:
+        return CacheScope(private)
+    try:
+        shared = caller.cache_salt()
+    except PermissionError as exc:
+        raise ApiError(403, str(exc), "permission_error", param=NAMESPACE_PARAM,
+                       code="namespace_forbidden") from exc  # fmt: skip
+    if shared_prefix is None:
+        message = "a shared cache namespace applies to the system prompt of a chat request"
+        raise bad_request(message, NAMESPACE_PARAM)
+    return CacheScope(private, shared, shared_prefix // chunk_size * chunk_size)
