@@ -1,5 +1,7 @@
 """Through the full stack (``kvgate up``, default model, 2 CPU workers): TTFT of a repeated long prompt vs
-a fresh one, and how long a killed worker takes to be avoided, purged from the index and restarted.
+a fresh one; how long a stalled worker (SIGSTOP) takes to be noticed (its waiting request answered
+elsewhere) and to rejoin once resumed; how long a killed worker takes to be avoided, purged from the
+index and restarted.
 
     python bench/cluster.py [--out bench/results]
 """
@@ -75,6 +77,8 @@ def main() -> None:
             cached.append(hit)
         home, _ = routed_worker(up.base_url, model, "[0] " + SYSTEM)
         (victim,) = [p for p in up.actor_processes() if _serves(p, home, up)]
+        stall = _stall(up, client, model, victim, home)
+        wait_for(lambda: routed_worker(up.base_url, model, "[0] " + SYSTEM)[0] == home, 60)
         killed = time.monotonic()
         victim.kill()
         avoided = _until(
@@ -101,6 +105,7 @@ def main() -> None:
         "ttft_fresh_s": statistics.median(fresh),
         "ttft_repeated_s": statistics.median(repeated),
         "cached_tokens_repeated": statistics.median(cached),
+        "stall": stall,
         "kill": {
             "first_request_ok_s": avoided,
             "purged_from_index_s": purged,
@@ -111,6 +116,30 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "cluster.json").write_text(json.dumps(report, indent=2) + "\n")
     print(json.dumps(report, indent=2))
+
+
+def _stall(up: UpProcess, client: openai.OpenAI, model: str, victim, home: str) -> dict[str, object]:
+    """SIGSTOP the worker holding the prefix, send it a request, time its answer from the other
+    worker; then SIGCONT and time until both workers are routable again."""
+    victim.suspend()
+    stopped = time.monotonic()
+    try:
+        answer = client.chat.completions.create(
+            model=model,
+            messages=[{"role": "system", "content": "[0] " + SYSTEM}, {"role": "user", "content": "hi"}],
+            max_tokens=2,
+        )
+        answered = time.monotonic() - stopped
+    finally:
+        victim.resume()
+    resumed = time.monotonic()
+    rejoined = _until(lambda: httpx.get(f"{up.base_url}/health", timeout=2).json()["workers"] == 2, resumed)
+    return {
+        "waiting_request_answered_elsewhere_s": answered,
+        "answered_by": answer.model_extra["kvgate"]["worker"],
+        "stalled_worker": home,
+        "rejoined_after_resume_s": rejoined,
+    }
 
 
 def _until(check, start: float, timeout_s: float = 180) -> float:
