@@ -185,9 +185,10 @@ def _gateway_settings(settings: ClusterSettings) -> GatewaySettings:
 
 
 def _announce(settings: ClusterSettings, where: Listening) -> None:
+    key = "<your tenant's key>" if settings.keys is not None else "unused"
     print(
         f"kvgate is ready: model {settings.model_name!r}\n"
-        f"  OPENAI_BASE_URL={where.base_url} OPENAI_API_KEY=unused\n"
+        f"  OPENAI_BASE_URL={where.base_url} OPENAI_API_KEY={key}\n"
         f"  model: {settings.model_name}\n"
         f"  gRPC (kvgate.v1.KVGateway): {where.host}:{where.grpc_port}\n"
         "Ctrl-C stops everything.",
