@@ -8,8 +8,10 @@ whole cluster drains. Shared by the HTTP and gRPC fronts of one gateway.
 
 from __future__ import annotations
 
+from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from kvgate.gateway.api.auth import Authenticator
 from kvgate.gateway.api.errors import ApiError, anthropic_path
 
 GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages")
@@ -47,16 +49,23 @@ class InFlightGate:
 
 
 class Admission:
-    """ASGI middleware: generation requests pass ``gate`` for their whole life (a stream included)."""
+    """ASGI middleware: generation requests pass ``gate`` for their whole life (a stream included).
+    The key is checked first (from the headers alone), so a client without one never holds a slot."""
 
-    def __init__(self, app: ASGIApp, gate: InFlightGate) -> None:
+    def __init__(self, app: ASGIApp, gate: InFlightGate, auth: Authenticator) -> None:
         self._app = app
         self._gate = gate
+        self._auth = auth
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
         if scope["type"] != "http" or scope.get("method") != "POST" or not path.startswith(GENERATION_PATHS):
             await self._app(scope, receive, send)
+            return
+        try:
+            self._auth.from_headers(Headers(scope=scope))
+        except ApiError as refused:
+            await refused.response(anthropic_path(path))(scope, receive, send)
             return
         if not self._gate.try_enter():
             await self._gate.overloaded().response(anthropic_path(path))(scope, receive, send)

@@ -3,6 +3,8 @@ its system prompt. Derived on the server from the authenticated caller; the clie
 
 - Own namespace: the tenant's salt, with the client's ``cache_salt`` (if any) appended after a
   separator that tenant names cannot contain, so a client salt only splits the tenant's own cache.
+- Salts are keyed: a namespace's salt is ``HMAC-SHA256(deployment secret, namespace)``, so whoever
+  reaches a worker port directly, without the secret, cannot name any tenant's cache.
 - Shared namespace (``x-kvgate-cache-namespace``, if the tenant may use it): the leading system
   messages, rounded down to whole chunks, hash under the namespace's salt; the chain then continues
   under the caller's own salt (:mod:`kvgate.proto.chain`), so the rest of the prompt stays private.
@@ -10,6 +12,8 @@ its system prompt. Derived on the server from the authenticated caller; the clie
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from dataclasses import dataclass
 
 from kvgate.gateway.api.errors import ApiError, bad_request
@@ -36,11 +40,21 @@ class CacheScope:
         return ChainRoots(private, cache.root(adapter_id, self.shared_salt).digest(), self.shared_tokens)
 
 
-def cache_scope(caller: Caller, client_salt: str, shared_prefix: int | None, chunk_size: int) -> CacheScope:
+def keyed(secret: bytes, namespace_salt: str) -> str:
+    """The salt sent to workers for a namespace: empty stays empty (one anonymous tenant hashes as
+    without tenants); anything else is HMAC'd with the deployment secret."""
+    if not namespace_salt:
+        return ""
+    return "k1:" + hmac.new(secret, namespace_salt.encode(), hashlib.sha256).hexdigest()[:32]
+
+
+def cache_scope(
+    caller: Caller, client_salt: str, shared_prefix: int | None, cache: CacheConfig
+) -> CacheScope:
     """The scope of a request. ``shared_prefix``: tokens of its leading system messages (None: the
     request has no such structure, e.g. a raw completion). 403 for a namespace the tenant may not use;
     400 for a namespace on a request without a system prompt to share."""
-    own = caller.tenant.cache_salt()
+    own = keyed(cache.secret, caller.tenant.cache_salt())
     private = f"{own}\x1f{client_salt}" if client_salt else own
     if caller.namespace is None:
         return CacheScope(private)
@@ -52,4 +66,5 @@ def cache_scope(caller: Caller, client_salt: str, shared_prefix: int | None, chu
     if shared_prefix is None:
         message = "a shared cache namespace applies to the system prompt of a chat request"
         raise bad_request(message, NAMESPACE_PARAM)
-    return CacheScope(private, shared, shared_prefix // chunk_size * chunk_size)
+    chunk = cache.chunk_size
+    return CacheScope(private, keyed(cache.secret, shared), shared_prefix // chunk * chunk)

@@ -45,6 +45,7 @@ class Gateway:
     router: Router
     metrics: GatewayMetrics
     gate: InFlightGate
+    auth: Authenticator
 
     def grpc_servicer(self) -> GatewayServicer:
         """The public gRPC service over the same services as the HTTP app."""
@@ -54,7 +55,7 @@ class Gateway:
             self.dispatcher,
             self.settings.model_name,
             self.settings.limits.context_window,
-            Authenticator(self.settings.keys),
+            self.auth,
             self.gate,
         )
 
@@ -83,7 +84,8 @@ def build_gateway(
         settings.model_name, settings.policy, settings.cache.chunk_size, block_size=settings.cache.block_size
     )
     dispatcher = Dispatcher(directory, router, channels, index, settings.max_attempts, metrics=metrics)
-    preparer = Preparer(settings, tokenizer, RateLimiter())
+    limiter = RateLimiter()
+    preparer = Preparer(settings, tokenizer, limiter)
     generator = TextGenerator(dispatcher, tokenizer)
 
     @contextlib.asynccontextmanager
@@ -102,5 +104,6 @@ def build_gateway(
             await channels.close()
 
     gate = InFlightGate(settings.max_concurrent_requests)
-    app = create_app(settings, preparer, generator, dispatcher, directory, metrics, lifespan, gate)
-    return Gateway(settings, app, preparer, generator, dispatcher, directory, router, metrics, gate)
+    auth = Authenticator(settings.keys, limiter)
+    app = create_app(settings, preparer, generator, dispatcher, directory, metrics, gate, auth, lifespan)
+    return Gateway(settings, app, preparer, generator, dispatcher, directory, router, metrics, gate, auth)

@@ -47,6 +47,7 @@ _REASONS = {
     RouteReason.FALLBACK: gateway_pb2.ROUTE_REASON_FALLBACK,
     RouteReason.PINNED: gateway_pb2.ROUTE_REASON_PINNED,
 }
+MAX_CLIENT_SALT_CHARS = 256
 _OPTIONAL = ("temperature", "top_p", "top_k", "seed")
 
 
@@ -58,11 +59,11 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
         dispatcher: Dispatcher,
         model_name: str,
         context_window: int,
-        auth: Authenticator | None = None,
-        gate: InFlightGate | None = None,
+        auth: Authenticator,
+        gate: InFlightGate,
     ) -> None:
-        self._auth = auth or Authenticator(None)
-        self._gate = gate or InFlightGate(1 << 30)
+        self._auth = auth
+        self._gate = gate
         self._preparer = preparer
         self._generator = generator
         self._dispatcher = dispatcher
@@ -157,7 +158,7 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
             tuple(request.sampling.stop),
             cache_key=request.prompt_cache_key or None,
             cache_hint=_hint(request),
-            client_salt=request.cache_salt,
+            client_salt=_client_salt(request.cache_salt),
             shared_prefix=shared,
         )
         job = self._preparer.job(generation, caller, charge=charge)
@@ -245,3 +246,11 @@ def build_grpc_server(servicer: GatewayServicer, address: str) -> tuple[grpc.aio
     reflection.enable_server_reflection(names, server)
     port = server.add_insecure_port(address)
     return server, port
+
+
+def _client_salt(salt: str) -> str:
+    """The client's own cache salt, bounded as on HTTP."""
+    if len(salt) > MAX_CLIENT_SALT_CHARS:
+        message = f"cache_salt has more than {MAX_CLIENT_SALT_CHARS} characters"
+        raise ApiError(400, message, param="cache_salt")
+    return salt

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvgate.gateway.api.auth import rate_limited
 from kvgate.gateway.api.errors import ApiError, bad_request
 from kvgate.gateway.cache_scope import cache_scope
 from kvgate.gateway.settings import GatewaySettings
@@ -82,7 +83,7 @@ class Preparer:
             raise bad_request(f"prompt token ids must lie in [0, {self._tokenizer.vocab_size})", "prompt")
         return ids.astype(np.uint32)
 
-    def job(self, generation: Generation, caller: Caller = Caller(), charge: bool = True) -> Job:  # noqa: B008
+    def job(self, generation: Generation, caller: Caller, charge: bool = True) -> Job:
         """The Job of a prepared generation for ``caller``: 400 for limits and invalid sampling values,
         403 for a shared namespace the tenant may not use, 429 past the tenant's rate limit (checked
         and charged only when ``charge``; a dry run does not charge)."""
@@ -100,7 +101,7 @@ class Preparer:
             )
         sampling = self._sampling(generation, room)
         cache = self._settings.cache
-        scope = cache_scope(caller, generation.client_salt, generation.shared_prefix, cache.chunk_size)
+        scope = cache_scope(caller, generation.client_salt, generation.shared_prefix, cache)
         if charge:
             self._charge(caller, prompt_len + sampling.max_tokens)
         return Job(
@@ -125,13 +126,7 @@ class Preparer:
         except RequestTooLargeError as exc:
             raise ApiError(429, str(exc), "tokens", code="rate_limit_exceeded") from exc
         if wait_s > 0:
-            raise ApiError(
-                429,
-                f"Rate limit reached for tenant {caller.tenant.name!r}; retry in {wait_s:.1f} s.",
-                "requests",
-                code="rate_limit_exceeded",
-                retry_after_s=wait_s,
-            )
+            raise rate_limited(caller.tenant, wait_s)
 
     def _sampling(self, generation: Generation, room: int) -> SamplingParams:
         limits = self._settings.limits

@@ -55,14 +55,23 @@ class TlsFiles:
         return (("grpc.ssl_target_name_override", self.server_name),) if self.server_name else ()
 
 
-def open_channel(
-    address: str, tls: TlsFiles | None, options: tuple[tuple[str, int], ...]
-) -> grpc.aio.Channel:
-    """A channel to ``address``: TLS when ``tls`` is given, else plaintext."""
-    if tls is None:
-        return grpc.aio.insecure_channel(address, options=options)
-    options = options + tls.channel_options()
-    return grpc.aio.secure_channel(address, tls.channel_credentials(), options=options)
+@dataclass(frozen=True, slots=True)
+class ChannelSecurity:
+    """What every channel to a worker is opened with, read from the files once (at start, never on
+    the event loop's request path): TLS credentials (None: plaintext) and the options they add."""
+
+    credentials: grpc.ChannelCredentials | None = None
+    options: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def of(cls, tls: TlsFiles | None) -> ChannelSecurity:
+        return cls() if tls is None else cls(tls.channel_credentials(), tls.channel_options())
+
+    def open(self, address: str, options: tuple[tuple[str, int], ...]) -> grpc.aio.Channel:
+        """A channel to ``address``: TLS when configured, else plaintext."""
+        if self.credentials is None:
+            return grpc.aio.insecure_channel(address, options=options)
+        return grpc.aio.secure_channel(address, self.credentials, options=options + self.options)
 
 
 def _read(path: Path) -> bytes:

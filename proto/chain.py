@@ -75,6 +75,8 @@ def chain_hashes(
     """Hashes of the full ``size``-token units of ``token_ids``, which are the sequence's tokens from
     unit ``start`` on (``previous``: unit start-1's hash; None when ``start`` is 0). Pure;
     ``chain_hashes(ids, ChainRoots(root), C)`` equals ``chunk_hashes(ids, root, C)``."""
+    if roots.shared_tokens % size:
+        raise ValueError(f"shared_tokens ({roots.shared_tokens}) must be a multiple of the unit ({size})")
     ids = as_token_array(token_ids)
     end = start + len(ids) // size
     switch = roots.shared_tokens // size if roots.shared is not None else 0

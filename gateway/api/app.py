@@ -36,17 +36,16 @@ def create_app(
     dispatcher: Dispatcher,
     directory: WorkerDirectory,
     metrics: GatewayMetrics,
+    gate: InFlightGate,
+    auth: Authenticator,
     lifespan: Lifespan | None = None,
-    gate: InFlightGate | None = None,
 ) -> FastAPI:
-    """The HTTP app. ``gate``: the gateway's in-flight bound, shared with its gRPC front (None: one of
-    ``settings.max_concurrent_requests`` for this app alone)."""
-    gate = gate or InFlightGate(settings.max_concurrent_requests)
+    """The HTTP app. ``gate`` (the gateway's in-flight bound) and ``auth`` are shared with its gRPC
+    front."""
     app = FastAPI(title="kvgate", version="0.1.0", lifespan=lifespan)
     install_error_handlers(app)
     app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
-    app.add_middleware(Admission, gate=gate)
-    auth = Authenticator(settings.keys)
+    app.add_middleware(Admission, gate=gate, auth=auth)  # outermost: refuses before reading a body
     app.include_router(build_openai_router(preparer, generator, settings.model_name, auth))
     app.include_router(build_anthropic_router(preparer, generator, auth))
     app.include_router(build_dashboard_router(metrics, directory))
@@ -59,8 +58,9 @@ def create_app(
 
     @app.get("/health", responses=HEALTH_RESPONSES)
     async def health() -> JSONResponse:
-        """200 when at least one worker is routable, else 503 (load balancers take it out)."""
-        live = len(directory.live())
+        """200 when at least one worker is routable (quarantined ones are a last resort, so they count),
+        else 503 (load balancers take it out)."""
+        live = len(directory.known())
         body = {
             "status": "ok" if live else "unavailable",
             "workers": live,

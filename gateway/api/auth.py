@@ -8,11 +8,18 @@ request into a shared cache namespace its tenant is allowed (checked when the jo
 from __future__ import annotations
 
 from fastapi import Request
+from starlette.datastructures import Headers
 
 from kvgate.gateway.api.errors import ApiError
-from kvgate.gateway.tenancy import ANONYMOUS, Caller, KeyRing
+from kvgate.gateway.tenancy import ANONYMOUS, Caller, KeyRing, RateLimiter, Tenant
 
 NAMESPACE_HEADER = "x-kvgate-cache-namespace"
+
+
+def rate_limited(tenant: Tenant, wait_s: float) -> ApiError:
+    """The 429 of a tenant past its rate limit, with Retry-After."""
+    message = f"Rate limit reached for tenant {tenant.name!r}; retry in {wait_s:.1f} s."
+    return ApiError(429, message, "requests", code="rate_limit_exceeded", retry_after_s=wait_s)
 
 
 def presented_key(authorization: str | None, api_key: str | None) -> str | None:
@@ -25,10 +32,12 @@ def presented_key(authorization: str | None, api_key: str | None) -> str | None:
 
 
 class Authenticator:
-    """``Depends(authenticator)`` on every endpoint that serves a tenant. Stateless."""
+    """``Depends(authenticator)`` on every endpoint that serves a tenant. With a ``limiter``, a tenant
+    already past its rate limit is refused (429) here, before its prompt is tokenized."""
 
-    def __init__(self, keys: KeyRing | None) -> None:
+    def __init__(self, keys: KeyRing | None, limiter: RateLimiter | None = None) -> None:
         self._keys = keys
+        self._limiter = limiter
 
     @property
     def enabled(self) -> bool:
@@ -44,7 +53,18 @@ class Authenticator:
             raise ApiError(401, message, code="invalid_api_key")
         return Caller(tenant, namespace or None)
 
-    async def __call__(self, request: Request) -> Caller:
-        headers = request.headers
+    def from_headers(self, headers: Headers) -> Caller:
+        """:meth:`caller` of a request's headers."""
         key = presented_key(headers.get("authorization"), headers.get("x-api-key"))
         return self.caller(key, headers.get(NAMESPACE_HEADER))
+
+    def check_rate(self, caller: Caller) -> None:
+        """429 with Retry-After when the caller's tenant has no request or token left this minute."""
+        wait_s = self._limiter.wait_s(caller.tenant) if self._limiter is not None else 0.0
+        if wait_s > 0:
+            raise rate_limited(caller.tenant, wait_s)
+
+    async def __call__(self, request: Request) -> Caller:
+        caller = self.from_headers(request.headers)
+        self.check_rate(caller)
+        return caller

@@ -67,7 +67,10 @@ def _tenant(table: Any) -> tuple[Tenant, list[str]]:
     if not isinstance(keys, list) or not keys or not all(isinstance(k, str) for k in keys):
         raise ValueError(f"tenant {table.get('name')!r}: 'keys' must be a non-empty list of strings")
     rate = RateLimit(table.get("requests_per_minute"), table.get("tokens_per_minute"))
-    shared = frozenset(table.get("shared_namespaces", []))
+    shared = table.get("shared_namespaces", [])
+    if not isinstance(shared, list) or not all(isinstance(n, str) for n in shared):
+        raise ValueError(f"tenant {table.get('name')!r}: 'shared_namespaces' must be a list of strings")
+    shared = frozenset(shared)
     return Tenant(str(table.get("name", "")), rate, shared), keys
 
 

@@ -60,6 +60,11 @@ class RateLimiter:
             bucket.level -= amount
         return 0.0
 
+    def wait_s(self, tenant: Tenant) -> float:
+        """Seconds until the tenant could send one more request (a request, and at least one token,
+        available); 0.0 when it can now. Charges nothing."""
+        return max((b.wait_for(1) for b, _ in self._charges(tenant, 1, self._now())), default=0.0)
+
     def _charges(self, tenant: Tenant, tokens: int, now: float) -> list[tuple[_Bucket, float]]:
         rate = tenant.rate
         limits = (("requests", rate.requests_per_minute, 1), ("tokens", rate.tokens_per_minute, tokens))

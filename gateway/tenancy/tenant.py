@@ -26,7 +26,7 @@ class RateLimit:
     def __post_init__(self) -> None:
         for name in ("requests_per_minute", "tokens_per_minute"):
             value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or value < 1):
+            if value is not None and (type(value) is not int or value < 1):  # bool is not a count
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import grpc
 
+from kvgate.gateway.upstream.errors import UpstreamError
 from kvgate.grpc_options import CLIENT_OPTIONS
-from kvgate.grpc_tls import TlsFiles, open_channel
+from kvgate.grpc_tls import ChannelSecurity, TlsFiles
 from kvgate.proto import worker_pb2_grpc
 from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.proto.workers import WorkerInfo
@@ -21,15 +22,19 @@ class ChannelPool:
         self, options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS, tls: TlsFiles | None = None
     ) -> None:
         self._options = options
-        self._tls = tls
+        self._security = ChannelSecurity.of(tls)  # reads the TLS files now, not per channel
         self._channels: dict[_Key, grpc.aio.Channel] = {}
+        self._closed = False
 
     def stub(self, info: WorkerInfo) -> worker_pb2_grpc.KVWorkerStub:
-        """A stub on the worker's channel (created if needed; never blocks)."""
+        """A stub on the worker's channel (created if needed; never blocks). UpstreamError once the
+        pool is closed (the gateway is shutting down)."""
+        if self._closed:
+            raise UpstreamError("the gateway is shutting down")
         key = (info.worker_id, info.epoch, info.address)
         channel = self._channels.get(key)
         if channel is None:
-            channel = open_channel(info.address, self._tls, self._options)
+            channel = self._security.open(info.address, self._options)
             self._channels[key] = channel
         return worker_pb2_grpc.KVWorkerStub(channel)
 
@@ -40,6 +45,8 @@ class ChannelPool:
             await self._channels.pop(key).close()
 
     async def close(self) -> None:
+        """Closes every channel; later :meth:`stub` calls fail. Idempotent."""
+        self._closed = True
         await self.retain([])
 
     def __len__(self) -> int:

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, WorkerStatus
-from kvgate.proto.ids import WorkerId
+from kvgate.proto.ids import Epoch, WorkerId
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class WorkerDirectory:
         self._refresh_s = refresh_s
         self._now = monotonic
         self._workers: list[WorkerStatus] = []
-        self._quarantine: dict[WorkerId, float] = {}
+        self._quarantine: dict[WorkerId, tuple[float, Epoch | None]] = {}  # until, incarnation
         self.rejected: dict[WorkerId, str] = {}
         self.degraded = False
 
@@ -46,11 +46,13 @@ class WorkerDirectory:
     def live(self) -> list[WorkerStatus]:
         """Routable workers now (no I/O)."""
         now = self._now()
-        return [w for w in self._workers if self._quarantine.get(w.info.worker_id, 0.0) <= now]
+        return [w for w in self._workers if self._quarantine.get(w.info.worker_id, (0.0, None))[0] <= now]
 
     def quarantine(self, worker_id: WorkerId, seconds: float) -> None:
-        """Keeps ``worker_id`` out of :meth:`live` for ``seconds`` (it just failed a request)."""
-        self._quarantine[worker_id] = self._now() + seconds
+        """Keeps ``worker_id`` out of :meth:`live` for ``seconds`` (it just failed a request), or until
+        it comes back as a new incarnation (a higher epoch: restarted)."""
+        epoch = next((w.info.epoch for w in self._workers if w.info.worker_id == worker_id), None)
+        self._quarantine[worker_id] = (self._now() + seconds, epoch)
 
     async def refresh(self) -> None:
         """One refresh from the index; never raises IndexUnavailableError."""
@@ -62,12 +64,13 @@ class WorkerDirectory:
             self.degraded = True
             return
         self.degraded = False
-        before = {w.info.worker_id for w in self._workers}
         self._workers = [s for s in statuses if self._accept(s)]
-        now = self._now()
-        # a worker that left and came back (resumed, reconnected) is given a clean slate
-        returned = {w.info.worker_id for w in self._workers} - before
-        self._quarantine = {w: t for w, t in self._quarantine.items() if t > now and w not in returned}
+        now, epochs = self._now(), {w.info.worker_id: w.info.epoch for w in self._workers}
+        # a quarantine ends when it expires, or when the worker restarted (a new incarnation)
+        self._quarantine = {
+            w: (until, epoch) for w, (until, epoch) in self._quarantine.items()
+            if until > now and epochs.get(w, epoch) == epoch
+        }  # fmt: skip
 
     async def run(self, after_refresh: Callable[[], Awaitable[None]] | None = None) -> None:
         """Refreshes forever, awaiting ``after_refresh`` after each refresh; cancel the task to stop."""

@@ -1,9 +1,11 @@
 """Dispatch: route a job, stream it from the chosen worker over gRPC, fail over before the first token.
 
-A worker that fails before sending a token is quarantined and the job is re-routed (bounded
-attempts); one that fails mid-stream ends the stream with :class:`WorkerFailedError` (tokens already
-sent cannot be taken back). When the consumer stops iterating (client disconnect), the gRPC call is
-cancelled, which aborts the sequence on the worker.
+Before the first token, a failed attempt is re-routed to another worker (bounded attempts): a busy
+worker (RESOURCE_EXHAUSTED) is only skipped for this request, a failed one is also quarantined and a
+dead one purged from the index. A failure mid-stream ends the stream with :class:`WorkerFailedError`
+(tokens already sent cannot be taken back). Calls to a worker that left the directory while silent
+are abandoned (see :mod:`.inflight`). When the consumer stops iterating (client disconnect), the gRPC
+call is cancelled, which aborts the sequence on the worker.
 """
 
 from __future__ import annotations
@@ -18,11 +20,11 @@ import grpc
 
 from kvgate.gateway.metrics import GatewayMetrics, StreamTimer
 from kvgate.gateway.routing.router import Routed, Router
+from kvgate.gateway.upstream import calls
+from kvgate.gateway.upstream.calls import DEAD, RetryableError
 from kvgate.gateway.upstream.channels import ChannelPool
 from kvgate.gateway.upstream.directory import WorkerDirectory
 from kvgate.gateway.upstream.errors import (
-    DeadlineError,
-    InvalidRequestError,
     NoWorkersError,
     UpstreamError,
     WorkerFailedError,
@@ -32,25 +34,13 @@ from kvgate.gateway.upstream.inflight import Attempt, InFlight
 from kvgate.gateway.upstream.job import Done, Job, Tokens
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, WorkerStatus
-from kvgate.proto import convert, worker_pb2
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.workers import WorkerInfo
 
 log = logging.getLogger(__name__)
 
-_DEAD = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN}
-_RETRY = _DEAD | {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED}
-
-
-class _RetryableError(Exception):
-    """The attempt failed before any token: try another worker."""
-
-    def __init__(self, code: grpc.StatusCode) -> None:
-        self.code = code
-
-
 class Dispatcher:
-    """Owned by the composition root; stateless apart from what router and directory hold."""
+    """Owned by the composition root. Its own state: the calls in flight (:class:`InFlight`)."""
 
     def __init__(
         self,
@@ -98,8 +88,8 @@ class Dispatcher:
         await self._channels.retain([w.info for w in known] + self._inflight.incarnations())
 
     def routable_count(self) -> int:
-        """Workers requests can be sent to now."""
-        return len(self._directory.live())
+        """Workers requests can be sent to now (quarantined ones included: they are the last resort)."""
+        return len(self._directory.known())
 
     def _routable(self, exclude: frozenset[WorkerId]) -> list[WorkerStatus]:
         """Live workers not in ``exclude``; when there are none, the quarantined ones not in
@@ -150,7 +140,7 @@ class Dispatcher:
                     async for item in items:
                         yield item
                 return
-            except _RetryableError as retry:
+            except RetryableError as retry:
                 last = retry.code
                 excluded.add(info.worker_id)
                 await self._on_failure(info, retry.code)
@@ -165,24 +155,31 @@ class Dispatcher:
         opened: Attempt | None = None
         prefill_open = True
         try:
-            call = self._channels.stub(info).Generate(_request(job, routed), timeout=_timeout(job))
+            call = self._channels.stub(info).Generate(calls.request(job, routed), timeout=calls.timeout(job))
             opened = self._inflight.open(info, call)
-            async for msg in call:
-                opened.touch(self._inflight.now())
+            messages = call.__aiter__()
+            while True:
+                opened.awaiting(self._inflight.now())  # silent from here until the worker sends
+                try:
+                    msg = await anext(messages)
+                except StopAsyncIteration:
+                    break
+                opened.received()
                 prefill_open = prefill_open and self._close_prefill(routed)
                 if msg.HasField("final"):
                     self._inflight.close(opened)  # over, even if our consumer never resumes us
-                    yield _done(msg.final, routed, attempt)
+                    yield calls.done(msg.final, routed, attempt)
                     return
                 yield Tokens(tuple(msg.tokens.token_ids))
             raise WorkerFailedError(f"worker {info.worker_id} ended the stream without a final message")
         except grpc.aio.AioRpcError as exc:
-            raise _classify(exc, info, first_token_sent=not prefill_open) from exc
+            raise calls.classify(exc, info, first_token_sent=not prefill_open) from exc
         except asyncio.CancelledError:
-            if _cancelling():
+            if calls.cancelling():
                 raise  # our own cancellation (client gone, shutdown): not a worker failure
-            # the call was cancelled under us: abandoned by reconcile (worker left while silent)
-            raise _lost(info, first_token_sent=not prefill_open) from None
+            if opened is not None and opened.abandoned:  # the worker left the directory, silent
+                raise calls.lost(info, first_token_sent=not prefill_open) from None
+            raise UpstreamError(f"the call to worker {info.worker_id} was cancelled (shutdown)") from None
         finally:
             if opened is not None:
                 self._inflight.close(opened)
@@ -199,71 +196,10 @@ class Dispatcher:
     async def _on_failure(self, info: WorkerInfo, code: grpc.StatusCode) -> None:
         """A worker refused or failed an attempt before its first token. A busy worker (its queue is
         full) is only skipped for this request; a failed one is quarantined, and a dead one purged."""
-        if code not in _DEAD:
+        if code not in DEAD:
             log.debug("worker %s refused the request (%s); trying another", info.worker_id, code.name)
             return
         log.warning("worker %s failed before the first token (%s); re-routing", info.worker_id, code.name)
         self._directory.quarantine(info.worker_id, self._quarantine_s)
         with contextlib.suppress(IndexUnavailableError):
             await self._index.purge(info.worker_id)
-
-
-def _classify(exc: grpc.aio.AioRpcError, info: WorkerInfo, first_token_sent: bool) -> Exception:
-    code = exc.code()
-    if code is grpc.StatusCode.INVALID_ARGUMENT:
-        return InvalidRequestError(exc.details() or "invalid request")
-    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-        return DeadlineError("the request's deadline passed")
-    if not first_token_sent and code in _RETRY:
-        return _RetryableError(code)
-    if first_token_sent:
-        return WorkerFailedError(f"worker {info.worker_id} failed mid-stream: {code.name} {exc.details()}")
-    return UpstreamError(f"worker {info.worker_id} failed: {code.name} {exc.details()}")
-
-
-def _lost(info: WorkerInfo, first_token_sent: bool) -> Exception:
-    """The call was abandoned because its worker left the directory while silent (stalled or gone)."""
-    if first_token_sent:
-        return WorkerFailedError(f"worker {info.worker_id} stopped responding mid-stream")
-    return _RetryableError(grpc.StatusCode.UNAVAILABLE)
-
-
-def _cancelling() -> bool:
-    """Whether the current task is being cancelled (as opposed to a call cancelled under it)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
-
-
-def _request(job: Job, routed: Routed) -> worker_pb2.GenerateRequest:
-    request = worker_pb2.GenerateRequest(
-        request_id=job.request_id,
-        prompt_token_ids=job.token_ids.tolist(),
-        sampling=convert.sampling_params_to_proto(job.sampling),
-        cache_salt=job.cache_salt,
-        shared_salt=job.shared_salt,
-        shared_tokens=job.shared_tokens,
-        adapter_id=job.adapter_id,
-        predicted_cached_tokens=routed.decision.predicted_cached_tokens,
-    )
-    if job.cache_hint is not None:
-        request.cache_hint.CopyFrom(convert.cache_hint_to_proto(job.cache_hint))
-    return request
-
-
-def _timeout(job: Job) -> float | None:
-    if job.deadline_s is None:
-        return None
-    remaining = job.deadline_s - time.monotonic()
-    if remaining <= 0:
-        raise DeadlineError("the request's deadline passed before it was sent")
-    return remaining
-
-
-def _done(final: worker_pb2.FinalResult, routed: Routed, attempt: int) -> Done:
-    return Done(
-        finish_reason=convert.finish_reason_from_proto(final.finish_reason),
-        usage=convert.usage_from_proto(final.usage),
-        routed=routed,
-        matched_stop=final.matched_stop if final.HasField("matched_stop") else None,
-        attempts=attempt,
-    )

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import grpc
 
 from kvgate.grpc_options import CLIENT_OPTIONS
-from kvgate.grpc_tls import TlsFiles, open_channel
+from kvgate.grpc_tls import ChannelSecurity, TlsFiles
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import ApplyResult, IndexUnavailableError, StaleEpochError
 from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
@@ -74,7 +74,7 @@ class EventFeed:
         self._index = index
         self._poll_s, self._retry_s, self._rpc_timeout_s = poll_s, retry_s, rpc_timeout_s
         self._options = options
-        self._tls = tls
+        self._security = ChannelSecurity.of(tls)  # reads the TLS files now, not per connection
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.states: dict[str, FeedState] = {}
 
@@ -110,7 +110,7 @@ class EventFeed:
     async def _follow(self, address: str) -> None:
         state = self.states[address]
         delay = self._retry_s[0]
-        async with open_channel(address, self._tls, self._options) as channel:
+        async with self._security.open(address, self._options) as channel:
             stub = worker_pb2_grpc.KVWorkerStub(channel)
             while True:
                 state.sessions += 1

@@ -15,7 +15,6 @@ not (a two-sample KS test that cannot reject "same distribution").
 
 from __future__ import annotations
 
-import asyncio
 import random
 import statistics
 import time
@@ -126,7 +125,3 @@ class _Prober:
             return first
         raise RuntimeError("the stream ended without an event")
 
-
-def run(target: Target, samples: int, prompt_words: int, seed: int = 0) -> AuditResult:
-    """:func:`run_audit` from synchronous code (a CLI)."""
-    return asyncio.run(run_audit(target, samples, prompt_words, seed))

@@ -37,11 +37,10 @@ def add_worker_arguments(parser: argparse.ArgumentParser, fixed_ports: bool = Fa
     kv = KVSizing()
     grpc_base, metrics_base = (WORKER_GRPC_BASE, WORKER_METRICS_BASE) if fixed_ports else (0, 0)
     parser.add_argument("--worker-port", type=int, default=grpc_base,
-                        help=f"worker i of a node serves gRPC on this + i (0: any free port; default "
-                             f"{grpc_base})")  # fmt: skip
+                        help=f"workers of a node take the first free gRPC ports from this one, up to 8 "
+                             f"(0: any free port; default {grpc_base})")  # fmt: skip
     parser.add_argument("--worker-metrics-port", type=int, default=metrics_base,
-                        help=f"worker i of a node serves /metrics on this + i (0: any free port; default "
-                             f"{metrics_base})")  # fmt: skip
+                        help=f"the same for /metrics (0: any free port; default {metrics_base})")  # fmt: skip
     parser.add_argument("--stall-timeout", type=float, default=120.0,
                         help="seconds a worker's engine may hold requests without finishing a step before "
                              "it is declared hung and restarted")  # fmt: skip

@@ -55,11 +55,11 @@ async def serve_gateway(
         stopped = asyncio.ensure_future(stop.wait())
         await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
-    finally:
+    finally:  # gRPC first: its streams need the worker channels the HTTP app's shutdown closes
+        await grpc_server.stop(GRPC_GRACE_S)
         http.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await task
-        await grpc_server.stop(GRPC_GRACE_S)
 
 
 async def _until_started(http: uvicorn.Server, task: asyncio.Task[None]) -> None:

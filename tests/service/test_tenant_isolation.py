@@ -11,9 +11,10 @@ import numpy as np
 import openai
 
 from kvgate.clock import SystemClock
+from kvgate.gateway.cache_scope import cache_scope
 from kvgate.gateway.compose import build_gateway
 from kvgate.gateway.settings import GatewaySettings
-from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
+from kvgate.gateway.tenancy import Caller, KeyRing, Tenant, hash_key
 from kvgate.gateway.upstream.event_feed import EventFeed
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto.hashing import chunk_hashes
@@ -58,7 +59,8 @@ async def test_each_tenant_reuses_only_its_own_prefix_on_a_shared_worker(
             assert await cached("acme", "q2") >= 256  # the system prompt's two chunks
             assert await cached("beta", "q1") == 0  # same tokens, same worker: not acme's blocks
             assert await cached("beta", "q2") >= 256
-            acme, beta = (_hashes(ids, f"tenant:{name}")[:2] for name in KEYS)
+            acme, beta = (_hashes(ids, cache_scope(Caller(Tenant(name)), "", None, CACHE).private_salt)[:2]
+                          for name in KEYS)  # fmt: skip
             unsalted = _hashes(ids, "")[:2]
             await eventually(lambda: _held(index, acme))
             assert await _held(index, beta)

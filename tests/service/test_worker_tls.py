@@ -14,7 +14,7 @@ from kvgate.clock import SystemClock
 from kvgate.gateway.compose import build_gateway
 from kvgate.gateway.settings import GatewaySettings
 from kvgate.gateway.upstream.event_feed import EventFeed
-from kvgate.grpc_tls import TlsFiles, open_channel
+from kvgate.grpc_tls import ChannelSecurity, TlsFiles
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto import worker_pb2, worker_pb2_grpc
 from kvgate.tokenizer import load_tokenizer
@@ -61,7 +61,7 @@ async def test_a_tls_worker_refuses_clients_it_cannot_trust(
         "no client certificate": TlsFiles(certs.ca),
         "another CA": TlsFiles(certs.other_ca, certs.cert, certs.key),
     }[client]
-    async with open_channel(worker.info.address, tls, ()) as channel:
+    async with ChannelSecurity.of(tls).open(worker.info.address, ()) as channel:
         with pytest.raises(grpc.aio.AioRpcError) as refused:
             await worker_pb2_grpc.KVWorkerStub(channel).Stats(worker_pb2.StatsRequest(), timeout=5)
     assert refused.value.code() is grpc.StatusCode.UNAVAILABLE

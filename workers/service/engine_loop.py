@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import time
@@ -164,6 +165,8 @@ class EngineLoop:
             self._cond.notify()
         if self._watchdog is not None:
             self._watchdog.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watchdog
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join, None if self._error is None else 1.0)
         self._sinks.fail_all(EngineUnavailableError("the worker is shutting down"))
@@ -209,6 +212,8 @@ class EngineLoop:
             self._on_events(items)
 
     def _on_failure(self, exc: BaseException) -> None:
+        if self._error is not None:
+            return  # reported once (a stalled step that later raises is the same failure)
         self._error = exc
         self._sinks.fail_all(EngineUnavailableError(f"the engine failed: {exc!r}"))
         self._on_broken(exc)

@@ -173,13 +173,16 @@ class WorkerServer:
 
 def _first_bindable(ports: range, bind: Callable[[int], int]) -> int:
     """``bind(port)`` for each port in turn until one succeeds; its bound port. RuntimeError (naming
-    the range) when none is free."""
+    the range and the last error, which may be a bad TLS certificate rather than a taken port) when
+    none binds."""
+    last: Exception | None = None
     for port in ports:
         try:
             return bind(port)
         except (OSError, RuntimeError) as exc:
-            log.debug("port %d is taken (%s); trying the next", port, exc)
-    raise RuntimeError(f"no free port in {ports.start}..{ports.stop - 1}")
+            log.debug("port %d did not bind (%s); trying the next", port, exc)
+            last = exc
+    raise RuntimeError(f"no free port in {ports.start}..{ports.stop - 1} (last error: {last})")
 
 
 def _binder(server: grpc.aio.Server, config: WorkerConfig) -> Callable[[int], int]:

@@ -1,0 +1,91 @@
+"""The pieces of one gateway-to-worker call: the request message, its timeout, the final message, and
+how a failed call is classified (retry elsewhere, client error, deadline, failure mid-stream)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import grpc
+
+from kvgate.gateway.routing.router import Routed
+from kvgate.gateway.upstream.errors import (
+    DeadlineError,
+    InvalidRequestError,
+    UpstreamError,
+    WorkerFailedError,
+)
+from kvgate.gateway.upstream.job import Done, Job
+from kvgate.proto import convert, worker_pb2
+from kvgate.proto.workers import WorkerInfo
+
+DEAD = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
+RETRY = DEAD | {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED}
+
+
+class RetryableError(Exception):
+    """The attempt failed before any token: try another worker."""
+
+    def __init__(self, code: grpc.StatusCode) -> None:
+        self.code = code
+
+
+def classify(exc: grpc.aio.AioRpcError, info: WorkerInfo, first_token_sent: bool) -> Exception:
+    code = exc.code()
+    if code is grpc.StatusCode.INVALID_ARGUMENT:
+        return InvalidRequestError(exc.details() or "invalid request")
+    if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+        return DeadlineError("the request's deadline passed")
+    if not first_token_sent and code in RETRY:
+        return RetryableError(code)
+    if first_token_sent:
+        return WorkerFailedError(f"worker {info.worker_id} failed mid-stream: {code.name} {exc.details()}")
+    return UpstreamError(f"worker {info.worker_id} failed: {code.name} {exc.details()}")
+
+
+def lost(info: WorkerInfo, first_token_sent: bool) -> Exception:
+    """The call was abandoned because its worker left the directory while silent (stalled or gone)."""
+    if first_token_sent:
+        return WorkerFailedError(f"worker {info.worker_id} stopped responding mid-stream")
+    return RetryableError(grpc.StatusCode.UNAVAILABLE)
+
+
+def cancelling() -> bool:
+    """Whether the current task is being cancelled (as opposed to a call cancelled under it)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+def request(job: Job, routed: Routed) -> worker_pb2.GenerateRequest:
+    request = worker_pb2.GenerateRequest(
+        request_id=job.request_id,
+        prompt_token_ids=job.token_ids.tolist(),
+        sampling=convert.sampling_params_to_proto(job.sampling),
+        cache_salt=job.cache_salt,
+        shared_salt=job.shared_salt,
+        shared_tokens=job.shared_tokens,
+        adapter_id=job.adapter_id,
+        predicted_cached_tokens=routed.decision.predicted_cached_tokens,
+    )
+    if job.cache_hint is not None:
+        request.cache_hint.CopyFrom(convert.cache_hint_to_proto(job.cache_hint))
+    return request
+
+
+def timeout(job: Job) -> float | None:
+    if job.deadline_s is None:
+        return None
+    remaining = job.deadline_s - time.monotonic()
+    if remaining <= 0:
+        raise DeadlineError("the request's deadline passed before it was sent")
+    return remaining
+
+
+def done(final: worker_pb2.FinalResult, routed: Routed, attempt: int) -> Done:
+    return Done(
+        finish_reason=convert.finish_reason_from_proto(final.finish_reason),
+        usage=convert.usage_from_proto(final.usage),
+        routed=routed,
+        matched_stop=final.matched_stop if final.HasField("matched_stop") else None,
+        attempts=attempt,
+    )
