@@ -57,3 +57,5 @@ def test_bad_roots_are_refused() -> None:
         ChainRoots(MINE, None, 128)
     with pytest.raises(ValueError, match="multiple of 128"):
         ChainRoots(MINE, SHARED, 100).check(128)
+    with pytest.raises(ValueError, match="multiple of the unit"):  # else the suffix would never rebase
+        chain_hashes(ids(300), ChainRoots(MINE, SHARED, 100), 64)

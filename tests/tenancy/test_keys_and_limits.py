@@ -19,6 +19,7 @@ from kvgate.gateway.tenancy import (
 from kvgate.gateway.tenancy.config import key_ring, key_ring_from_env, load_key_ring
 from kvgate.gateway.tenancy.rate_limit import RequestTooLargeError
 
+ONE_KEY = '[[tenant]]\nname = "a"\nkeys = ["sha256:' + "0" * 64 + '"]\n'
 ACME, BETA = Tenant("acme"), Tenant("beta", shared_namespaces=frozenset({"public"}))
 
 
@@ -72,6 +73,8 @@ def test_a_key_file_defines_tenants_limits_and_namespaces(tmp_path: Path) -> Non
         ('[[tenant]]\nname = "a"\nkeys = ["sha256:' + "0" * 64 + '"]\nrpm = 3\n', "unknown fields"),
         ('[[tenant]]\nname = "a"\nkeys = ["sha256:' + "0" * 64 + '"]\nrequests_per_minute = 0\n', "positive"),
         (('[[tenant]]\nname = "a"\nkeys = ["sha256:' + "0" * 64 + '"]\n') * 2, "defined twice"),
+        (ONE_KEY + 'shared_namespaces = "public"\n', "list of"),
+        (ONE_KEY + "requests_per_minute = true\n", "positive"),
     ],
 )
 def test_a_bad_key_file_is_a_clear_error(tmp_path: Path, text: str, fragment: str) -> None:
