@@ -124,9 +124,10 @@ class Router:
             self._inflight.pop(routed.decision.worker_id, None)
 
     def inflight_tokens(self, worker_id: WorkerId, since_ms: int = -1) -> int:
-        """Uncached prompt tokens routed to ``worker_id`` after ``since_ms`` and not yet prefilled."""
+        """Uncached prompt tokens routed to ``worker_id`` at or after ``since_ms`` (a heartbeat in the
+        same millisecond cannot have seen them yet) and not yet prefilled."""
         entries = self._inflight.get(worker_id, {}).values()
-        return sum(tokens for routed_at, tokens in entries if routed_at > since_ms)
+        return sum(tokens for routed_at, tokens in entries if routed_at >= since_ms)
 
     async def _lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult | None:
         try:

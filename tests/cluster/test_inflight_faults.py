@@ -27,6 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
 SYSTEM = "You are a patient tutor. You explain every step of your reasoning in plain words. " * 12
 MODEL = "SmolLM2-135M-Instruct"
+QUARANTINE_S = 5.0  # Dispatcher's default: how long a worker that failed a request is skipped
 LONG = {"max_tokens": 400, "extra_body": {"ignore_eos": True}, "temperature": 0}
 
 
@@ -83,6 +84,7 @@ def test_a_stalled_worker_fails_its_stream_reroutes_the_waiting_request_and_rejo
 def test_a_killed_worker_fails_its_stream_reroutes_the_waiting_request_and_restarts(
     stack: UpProcess, client: openai.OpenAI
 ) -> None:
+    time.sleep(QUARANTINE_S + 1)  # a worker that failed a request before is a candidate again
     home = _warm(stack, client, "Good morning.")
     epochs = {w: e for w, _, _, e in stack.workers()}
     victim = _actor(stack, home)
