@@ -30,7 +30,8 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kvgate.loadgen.open_loop import Outcome, open_loop, percentile
+from kvgate.loadgen.open_loop import Outcome, open_loop
+from kvgate.loadgen.report import percentile
 from tests.support.redis_server import RedisServer, free_port
 
 MODEL = "SmolLM2-135M-Instruct"

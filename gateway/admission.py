@@ -11,7 +11,7 @@ from __future__ import annotations
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from kvgate.gateway.api.auth import Authenticator
+from kvgate.gateway.api.auth import Authenticator, remember
 from kvgate.gateway.api.errors import ApiError, anthropic_path
 
 GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages")
@@ -63,7 +63,7 @@ class Admission:
             await self._app(scope, receive, send)
             return
         try:
-            self._auth.from_headers(Headers(scope=scope))
+            remember(scope, self._auth.from_headers(Headers(scope=scope)))  # not checked twice
         except ApiError as refused:
             await refused.response(anthropic_path(path))(scope, receive, send)
             return

@@ -14,6 +14,7 @@ from kvgate.gateway.api.errors import ApiError
 from kvgate.gateway.tenancy import ANONYMOUS, Caller, KeyRing, RateLimiter, Tenant
 
 NAMESPACE_HEADER = "x-kvgate-cache-namespace"
+_STATE_KEY = "kvgate_caller"
 
 
 def rate_limited(tenant: Tenant, wait_s: float) -> ApiError:
@@ -65,6 +66,12 @@ class Authenticator:
             raise rate_limited(caller.tenant, wait_s)
 
     async def __call__(self, request: Request) -> Caller:
-        caller = self.from_headers(request.headers)
+        caller = request.scope.get("state", {}).get(_STATE_KEY) or self.from_headers(request.headers)
         self.check_rate(caller)
         return caller
+
+
+def remember(scope: dict, caller: Caller) -> None:
+    """Keeps the caller a middleware authenticated in the request's state, for the endpoint's
+    dependency (the key is then hashed and compared once per request)."""
+    scope.setdefault("state", {})[_STATE_KEY] = caller

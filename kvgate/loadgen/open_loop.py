@@ -59,10 +59,3 @@ async def _one(client: httpx.AsyncClient, path: str, payload: dict[str, Any], or
         status, retry = 0, False
     return Outcome(began - origin, status, time.monotonic() - began, retry)
 
-
-def percentile(values: list[float], q: float) -> float:
-    """The ``q``-quantile (0..1) by nearest rank; NaN for no values."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(q * (len(ordered) - 1))))]

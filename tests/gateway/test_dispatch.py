@@ -221,15 +221,16 @@ async def _lose(cluster: Cluster, worker: ScriptedWorker, dispatcher: Dispatcher
     await dispatcher.reconcile()
 
 
-def _instant_abandon(cluster: Cluster) -> Dispatcher:
+def _abandoning(cluster: Cluster, grace_s: float = 0.0) -> Dispatcher:
+    """A dispatcher over the cluster that abandons silent calls after ``grace_s``."""
     return Dispatcher(cluster.directory, cluster.router, cluster.channels, cluster.index,
-                      inflight=InFlight(grace_s=0.0))  # fmt: skip
+                      inflight=InFlight(grace_s=grace_s))  # fmt: skip
 
 
 async def test_a_stalled_worker_that_leaves_the_directory_is_abandoned_and_the_request_rerouted(
     cluster: Cluster,
 ) -> None:
-    dispatcher = _instant_abandon(cluster)
+    dispatcher = _abandoning(cluster)
     for worker in cluster.workers:
         worker.mode = Mode.STALL
     j = job(seed=20)
@@ -249,7 +250,7 @@ async def test_a_stalled_worker_that_leaves_the_directory_is_abandoned_and_the_r
 async def test_a_worker_that_stalls_mid_stream_and_leaves_ends_the_stream_with_an_error(
     cluster: Cluster,
 ) -> None:
-    dispatcher = _instant_abandon(cluster)
+    dispatcher = _abandoning(cluster)
     for worker in cluster.workers:
         worker.mode = Mode.STALL_AFTER_TWO
     j = job(seed=21, max_tokens=10)
@@ -271,8 +272,7 @@ async def test_a_worker_that_stalls_mid_stream_and_leaves_ends_the_stream_with_a
 
 
 async def test_a_call_that_keeps_streaming_is_not_abandoned_when_its_worker_leaves(cluster: Cluster) -> None:
-    dispatcher = Dispatcher(cluster.directory, cluster.router, cluster.channels, cluster.index,
-                            inflight=InFlight(grace_s=1.0))  # fmt: skip
+    dispatcher = _abandoning(cluster, grace_s=1.0)
     for worker in cluster.workers:
         worker.token_delay_s = 0.05
     j = job(seed=22, max_tokens=30)

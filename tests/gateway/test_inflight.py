@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from kvgate.gateway.upstream.inflight import InFlight
 from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.proto.workers import WorkerInfo
+from tests.support.fake_clock import FakeMonotonic
 
 W0 = WorkerInfo(WorkerId("w0"), Epoch(1), "127.0.0.1:1", "fp", "m")
 KNOWN = {(W0.worker_id, W0.epoch)}
@@ -22,16 +23,8 @@ class FakeCall:
         return True
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_silent_call_on_a_worker_gone_for_the_grace_period_is_abandoned() -> None:
-    clock = Clock()
+    clock = FakeMonotonic()
     inflight = InFlight(grace_s=1.0, monotonic=clock)
     attempt = inflight.open(W0, FakeCall())
     attempt.awaiting(0.0)
@@ -48,7 +41,7 @@ def test_a_silent_call_on_a_worker_gone_for_the_grace_period_is_abandoned() -> N
 
 def test_a_brief_absence_does_not_abandon_anything() -> None:
     """Purged after one failed call, back at the next heartbeat: the worker's other calls stay."""
-    clock = Clock()
+    clock = FakeMonotonic()
     inflight = InFlight(grace_s=1.0, monotonic=clock)
     attempt = inflight.open(W0, FakeCall())
     attempt.awaiting(0.0)
@@ -61,7 +54,7 @@ def test_a_brief_absence_does_not_abandon_anything() -> None:
 def test_a_call_whose_consumer_is_slow_is_not_silent() -> None:
     """The worker sent a message that our consumer has not taken yet: nothing is awaited from the
     worker, so its absence from the directory does not matter."""
-    clock = Clock()
+    clock = FakeMonotonic()
     inflight = InFlight(grace_s=1.0, monotonic=clock)
     attempt = inflight.open(W0, FakeCall())
     attempt.awaiting(0.0)
@@ -72,7 +65,7 @@ def test_a_call_whose_consumer_is_slow_is_not_silent() -> None:
 
 
 def test_closed_calls_are_forgotten() -> None:
-    inflight = InFlight(grace_s=0.0, monotonic=Clock())
+    inflight = InFlight(grace_s=0.0, monotonic=FakeMonotonic())
     attempt = inflight.open(W0, FakeCall())
     assert [i.worker_id for i in inflight.incarnations()] == ["w0"]
     inflight.close(attempt)

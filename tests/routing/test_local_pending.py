@@ -6,20 +6,13 @@ from kvgate.gateway.routing.local_pending import LocalPending
 from kvgate.index.types import LookupResult, PrefixMatch
 from kvgate.proto.ids import WorkerId
 from tests.index.helpers import chain
+from tests.support.fake_clock import FakeMonotonic
 
 A, B = WorkerId("a"), WorkerId("b")
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_recorded_chunks_extend_a_run_as_pending_and_expire() -> None:
-    clock = Clock()
+    clock = FakeMonotonic(100.0)
     local = LocalPending(ttl_s=2, monotonic=clock)
     hashes = chain(0, 1, 2, 3)
     local.record(hashes[:3], A)
@@ -36,7 +29,7 @@ def test_recorded_chunks_extend_a_run_as_pending_and_expire() -> None:
 
 
 def test_a_later_decision_for_a_shared_chunk_wins() -> None:
-    local = LocalPending(ttl_s=2, monotonic=Clock())
+    local = LocalPending(ttl_s=2, monotonic=FakeMonotonic(100.0))
     local.record(chain(0, 1), A)
     local.record(chain(0, 5), B)  # same first chunk, routed to B afterwards
     merged = local.merge(LookupResult(2, {}), chain(0, 1))

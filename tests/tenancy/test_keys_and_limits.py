@@ -18,6 +18,7 @@ from kvgate.gateway.tenancy import (
 )
 from kvgate.gateway.tenancy.config import key_ring, key_ring_from_env, load_key_ring
 from kvgate.gateway.tenancy.rate_limit import RequestTooLargeError
+from tests.support.fake_clock import FakeMonotonic
 
 ONE_KEY = '[[tenant]]\nname = "a"\nkeys = ["sha256:' + "0" * 64 + '"]\n'
 ACME, BETA = Tenant("acme"), Tenant("beta", shared_namespaces=frozenset({"public"}))
@@ -103,16 +104,8 @@ def test_salts_are_derived_from_the_tenant_and_namespaces_are_opt_in() -> None:
         Caller(ACME, "tenant:beta").cache_salt()
 
 
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_requests_per_minute_admit_a_burst_then_ask_to_wait() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic(100.0)
     limiter = RateLimiter(clock)
     tenant = Tenant("acme", RateLimit(requests_per_minute=3))
     assert [limiter.admit(tenant, 10) for _ in range(3)] == [0.0, 0.0, 0.0]
@@ -124,7 +117,7 @@ def test_requests_per_minute_admit_a_burst_then_ask_to_wait() -> None:
 
 
 def test_tokens_per_minute_charge_both_buckets_only_when_both_admit() -> None:
-    clock = FakeClock()
+    clock = FakeMonotonic(100.0)
     limiter = RateLimiter(clock)
     tenant = Tenant("acme", RateLimit(requests_per_minute=100, tokens_per_minute=1000))
     assert limiter.admit(tenant, 900) == 0.0
