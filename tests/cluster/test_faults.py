@@ -44,7 +44,8 @@ def test_requests_survive_a_redis_outage_and_cache_routing_resumes(
         wait_for(lambda: _gpu_chunks(process.base_url, home) > 0, 60, process.log)
         resumed = ask(client, "after")
         assert resumed.model_extra["kvgate"]["route_reason"] == "cache_hit"
-        assert resumed.model_extra["kvgate"]["worker"] == home
+        # the fallback requests may have warmed the other worker too: any holder is right
+        assert _gpu_chunks(process.base_url, resumed.model_extra["kvgate"]["worker"]) > 0
         assert resumed.usage.prompt_tokens_details.cached_tokens > 0
         assert process.interrupt() == 0, process.log()
     finally:
