@@ -21,8 +21,8 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.cluster.test_up import _serves
-from tests.cluster.up_process import UpProcess, wait_for
+from tests.system.test_up import _serves
+from tests.system.up_process import UpProcess, wait_for
 
 SYSTEM = "You are a careful assistant for the kvgate project; answer in one short sentence. " * 20
 

@@ -24,10 +24,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from kvgate.common.models import DEFAULT_MODEL_ID, default_model_path
 from kvgate.kernels import get_kernels
-from kvgate.models import DEFAULT_MODEL_ID, default_model_path
-from kvgate.proto.fingerprint import CacheConfig
 from kvgate.proto.ids import Epoch, WorkerId
+from kvgate.proto.layout import CacheLayout
 from kvgate.proto.sampling import SamplingParams
 from kvgate.workers.engine import (
     Completion,
@@ -40,7 +40,7 @@ from kvgate.workers.engine import (
 from kvgate.workers.kv import StepEventPublisher
 from kvgate.workers.model import load_model
 
-CACHE = CacheConfig(DEFAULT_MODEL_ID, secret=b"bench")
+CACHE = CacheLayout(DEFAULT_MODEL_ID, secret=b"bench")
 PROMPT_LEN, SHARED_LEN = 2047, 1856  # the shared document: 116 blocks of 16 = 90.7% of the prompt
 DECODE_TOKENS = 64
 RNG = np.random.default_rng(0)
@@ -221,7 +221,7 @@ def main() -> None:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--kernels", default="reference")
     # One thread by default: on a few shared cores, OpenMP's spinning barriers stall multi-threaded decode
-    # for seconds whenever a thread is descheduled (see tests/model/conftest.py).
+    # for seconds whenever a thread is descheduled (see tests/workers/model/conftest.py).
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--runs", type=int, default=3, choices=(1, 2, 3))
     args = parser.parse_args()

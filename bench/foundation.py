@@ -26,11 +26,12 @@ from pathlib import Path
 import numpy as np
 import redis.asyncio as aioredis
 
-from kvgate.clock import SystemClock
+from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
 from kvgate.proto.events import EventBatch, KVEvent
 from kvgate.proto.hashing import HashRoot, chunk_hashes
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
+from kvgate.proto.layout import DEFAULT_CHUNK_SIZE
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 PROMPTS = (1024, 8192, 32768)
@@ -53,7 +54,7 @@ def bench_hashing(iterations: int) -> dict[str, dict[str, float]]:
         samples = []
         for _ in range(iterations):
             start = time.perf_counter_ns()
-            chunk_hashes(data, ROOT)
+            chunk_hashes(data, ROOT, DEFAULT_CHUNK_SIZE)
             samples.append(time.perf_counter_ns() - start)
         out[name] = percentiles(samples)
     return out
@@ -105,7 +106,7 @@ async def time_calls(call: Callable[[], Awaitable[object]], iterations: int) -> 
 
 
 async def bench_index(redis_url: str, iterations: int) -> dict[str, dict[str, dict[str, float]]]:
-    chains = {n: chunk_hashes(np.arange(n, dtype=np.uint32) + n, ROOT) for n in PROMPTS}
+    chains = {n: chunk_hashes(np.arange(n, dtype=np.uint32) + n, ROOT, DEFAULT_CHUNK_SIZE) for n in PROMPTS}
     namespace = f"kvgate-bench-{uuid.uuid4().hex[:8]}"
     settings = IndexSettings(namespace=namespace, timeout_s=5.0)
     memory = MemoryPrefixIndex(settings, SystemClock())

@@ -28,21 +28,21 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.foundation import percentiles, start_redis
-from kvgate.clock import SystemClock
+from kvgate.common.clock import SystemClock
+from kvgate.common.models import default_model_path
+from kvgate.common.tokenizer import load_tokenizer
 from kvgate.gateway.routing import get_policy
 from kvgate.gateway.routing.router import Router
 from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
-from kvgate.models import default_model_path
 from kvgate.proto.events import EventBatch, KVEvent
-from kvgate.proto.fingerprint import CacheConfig
 from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.ids import Epoch, SeqNo, Tier, WorkerId
+from kvgate.proto.layout import DEFAULT_CHUNK_SIZE, CacheLayout
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
-from kvgate.tokenizer import load_tokenizer
 
 PROMPTS = (1024, 8192, 32768)
 WORKERS = 8
-CACHE = CacheConfig("HuggingFaceTB/SmolLM2-135M-Instruct")
+CACHE = CacheLayout("HuggingFaceTB/SmolLM2-135M-Instruct")
 
 
 def log(message: str) -> None:
@@ -111,12 +111,12 @@ async def overhead(redis_url: str, iterations: int) -> dict:
     root = CACHE.root().digest()
     texts = {n: text_of(tokenizer, n) for n in PROMPTS}
     ids = {n: tokenizer.encode(texts[n], add_special_tokens=False) for n in PROMPTS}
-    chains = [chunk_hashes(ids[n], root) for n in PROMPTS]
+    chains = [chunk_hashes(ids[n], root, DEFAULT_CHUNK_SIZE) for n in PROMPTS]
     results: dict = {}
     for n in PROMPTS:
         row = results.setdefault(f"{n}_tokens", {})
         row["tokenize"] = time_sync(lambda t=texts[n]: tokenizer.encode(t), max(10, iterations // 10))
-        row["hash"] = time_sync(lambda i=ids[n]: chunk_hashes(i, root), iterations)
+        row["hash"] = time_sync(lambda i=ids[n]: chunk_hashes(i, root, DEFAULT_CHUNK_SIZE), iterations)
     for backend in ("memory", "redis"):
         for scenario in ("focused", "spread"):
             index = await make_index(backend, redis_url)
@@ -129,7 +129,8 @@ async def overhead(redis_url: str, iterations: int) -> dict:
             async def route_once(
                 token_ids: np.ndarray, tokens: int, r: Router = router, w: list = workers
             ) -> None:
-                routed = await r.route(chunk_hashes(token_ids, root), tokens, w, request_key=1)
+                hashes = chunk_hashes(token_ids, root, DEFAULT_CHUNK_SIZE)
+                routed = await r.route(hashes, tokens, w, request_key=1)
                 r.prefill_done(routed)
 
             for n in PROMPTS:

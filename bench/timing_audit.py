@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from kvgate.audit.timing import Target, run_audit
 from kvgate.gateway.tenancy import hash_key
-from tests.cluster.up_process import UpProcess
+from tests.system.up_process import UpProcess
 
 KEYS = {"victim": "kvg-audit-victim", "attacker": "kvg-audit-attacker"}
 

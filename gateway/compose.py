@@ -13,51 +13,46 @@ from dataclasses import dataclass
 
 from fastapi import FastAPI
 
-from kvgate.clock import Clock, SystemClock
-from kvgate.gateway.admission import InFlightGate
-from kvgate.gateway.api.app import create_app
-from kvgate.gateway.api.auth import Authenticator
-from kvgate.gateway.grpc_front import GatewayServicer
+from kvgate.common.clock import Clock, SystemClock
+from kvgate.common.tokenizer import Tokenizer
+from kvgate.gateway.core.admission import InFlightGate
+from kvgate.gateway.core.auth import Authenticator
+from kvgate.gateway.core.jobs import JobBuilder
+from kvgate.gateway.core.prompts import PromptEncoder
+from kvgate.gateway.core.spine import RequestCore
+from kvgate.gateway.core.textgen import TextGenerator
+from kvgate.gateway.grpc_api.servicer import GatewayServicer
+from kvgate.gateway.http_api.app import create_app
 from kvgate.gateway.metrics import GatewayMetrics
-from kvgate.gateway.prepare import Preparer
 from kvgate.gateway.routing import get_policy
 from kvgate.gateway.routing.router import Router
 from kvgate.gateway.settings import GatewaySettings
 from kvgate.gateway.tenancy import RateLimiter
-from kvgate.gateway.textgen import TextGenerator
 from kvgate.gateway.upstream.channels import ChannelPool
 from kvgate.gateway.upstream.directory import WorkerDirectory
 from kvgate.gateway.upstream.dispatch import Dispatcher
 from kvgate.index.base import PrefixIndex
-from kvgate.tokenizer import Tokenizer
 
 
 @dataclass(frozen=True)
 class Gateway:
-    """A built gateway: the HTTP app plus the services the other fronts share."""
+    """A built gateway: the request core, its HTTP front, and the services behind them."""
 
     settings: GatewaySettings
     app: FastAPI
-    preparer: Preparer
-    generator: TextGenerator
+    core: RequestCore
     dispatcher: Dispatcher
     directory: WorkerDirectory
     router: Router
     metrics: GatewayMetrics
-    gate: InFlightGate
-    auth: Authenticator
+
+    @property
+    def gate(self) -> InFlightGate:
+        return self.core.gate
 
     def grpc_servicer(self) -> GatewayServicer:
-        """The public gRPC service over the same services as the HTTP app."""
-        return GatewayServicer(
-            self.preparer,
-            self.generator,
-            self.dispatcher,
-            self.settings.model_name,
-            self.settings.limits.context_window,
-            self.auth,
-            self.gate,
-        )
+        """The public gRPC front over the same core as the HTTP app."""
+        return GatewayServicer(self.core)
 
 
 def build_gateway(
@@ -84,9 +79,7 @@ def build_gateway(
         settings.model_name, settings.policy, settings.cache.chunk_size, block_size=settings.cache.block_size
     )
     dispatcher = Dispatcher(directory, router, channels, index, settings.max_attempts, metrics=metrics)
-    limiter = RateLimiter()
-    preparer = Preparer(settings, tokenizer, limiter)
-    generator = TextGenerator(dispatcher, tokenizer)
+    core = _request_core(settings, tokenizer, dispatcher)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -103,7 +96,19 @@ def build_gateway(
             await router.drain()
             await channels.close()
 
-    gate = InFlightGate(settings.max_concurrent_requests)
-    auth = Authenticator(settings.keys, limiter)
-    app = create_app(settings, preparer, generator, dispatcher, directory, metrics, gate, auth, lifespan)
-    return Gateway(settings, app, preparer, generator, dispatcher, directory, router, metrics, gate, auth)
+    app = create_app(core, directory, metrics, lifespan)
+    return Gateway(settings, app, core, dispatcher, directory, router, metrics)
+
+
+def _request_core(settings: GatewaySettings, tokenizer: Tokenizer, dispatcher: Dispatcher) -> RequestCore:
+    """The spine's services, each built once: one rate limiter for the key check and the charge."""
+    limiter = RateLimiter()
+    return RequestCore(
+        settings,
+        Authenticator(settings.keys, limiter),
+        InFlightGate(settings.max_concurrent_requests),
+        PromptEncoder(tokenizer, settings.limits.max_messages),
+        JobBuilder(settings, limiter),
+        dispatcher,
+        TextGenerator(dispatcher, tokenizer),
+    )

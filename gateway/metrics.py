@@ -6,9 +6,9 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from kvgate.gateway.misprediction import ROUTED_AWAY, misprediction
-from kvgate.gateway.routing.router import Routed
+from kvgate.gateway.routing.types import Routed
 from kvgate.gateway.worker_load_metrics import LiveWorkers, WorkerLoadCollector
-from kvgate.proto.fingerprint import DEFAULT_BLOCK_SIZE
+from kvgate.proto.layout import DEFAULT_BLOCK_SIZE
 from kvgate.proto.sampling import Usage
 
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -19,7 +19,7 @@ _ITL = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28)
 class GatewayMetrics:
     """Counters are in tokens where the question is "how much prefill was saved"; label values are
     bounded (worker ids, policy names, route reasons, tiers, misprediction causes, a fixed list of
-    error types). ``chunk_size`` and ``block_size`` are the deployment's (``CacheConfig``)."""
+    error types). ``chunk_size`` and ``block_size`` are the deployment's (``CacheLayout``)."""
 
     def __init__(
         self,

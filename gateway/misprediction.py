@@ -19,9 +19,11 @@ A worker that reuses at least a chunk more than predicted held chunks the index 
 
 from __future__ import annotations
 
-from kvgate.gateway.routing.router import Routed
+from kvgate.gateway.routing.types import Routed
 from kvgate.proto.ids import Tier
+from kvgate.proto.layout import reusable_tokens
 from kvgate.proto.sampling import Usage
+from kvgate.proto.units import TokenCount
 
 EVICTED = "evicted_since_lookup"
 PENDING = "pending_not_ready"
@@ -31,23 +33,20 @@ ROUTED_AWAY = "routed_elsewhere_for_load"
 CAUSES = (ROUTED_AWAY, EVICTED, PENDING, STALE, UNKNOWN)
 
 
-def reusable_tokens(prompt_tokens: int, block_size: int) -> int:
-    """The most prompt tokens a worker can reuse: whole blocks before the last token (0 for 0)."""
-    return max(prompt_tokens - 1, 0) // block_size * block_size
-
-
-def misprediction(routed: Routed, usage: Usage, chunk_size: int, block_size: int) -> tuple[str, int] | None:
+def misprediction(
+    routed: Routed, usage: Usage, chunk_size: int, block_size: int
+) -> tuple[str, TokenCount] | None:
     """The cause and the tokens of ``routed``'s misprediction given the worker's ``usage``; None when
     the prediction held (pure)."""
     predicted = min(routed.decision.predicted_cached_tokens, reusable_tokens(usage.prompt_tokens, block_size))
-    shortfall = predicted - usage.cached_tokens
+    shortfall = TokenCount(predicted - usage.cached_tokens)
     if shortfall > 0:
         if usage.evicted_predicted_tokens > 0:
             return EVICTED, shortfall
         pending = _first_missing_tier(routed, usage, chunk_size) == Tier.PENDING
         return (PENDING if pending else STALE), shortfall
     if -shortfall >= chunk_size:
-        return UNKNOWN, -shortfall
+        return UNKNOWN, TokenCount(-shortfall)
     return None
 
 

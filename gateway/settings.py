@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kvgate.common.grpc_tls import TlsFiles
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.tenancy import KeyRing
-from kvgate.grpc_tls import TlsFiles
 from kvgate.index.settings import IndexSettings
-from kvgate.proto.fingerprint import CacheConfig
+from kvgate.proto.layout import CacheLayout
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,7 +38,7 @@ class GatewaySettings:
     (None: plaintext)."""
 
     model_name: str
-    cache: CacheConfig
+    cache: CacheLayout
     policy: str = "kvgate"
     routing: RoutingConfig = field(default_factory=RoutingConfig)
     index: IndexSettings = field(default_factory=IndexSettings)

@@ -4,7 +4,7 @@
 GPU path. Cache layout and shape checks: ``geometry``; the interface: ``protocol.AttentionKernels``.
 """
 
-from kvgate.kernels.geometry import CacheGeometry, cache_geometry
+from kvgate.kernels.geometry import CacheGeometry, cache_geometry, pool_dtype, pool_shape
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.kernels.reference import ReferenceKernels
 from kvgate.kernels.registry import get_kernels, kernel_names
@@ -16,4 +16,6 @@ __all__ = [
     "cache_geometry",
     "get_kernels",
     "kernel_names",
+    "pool_dtype",
+    "pool_shape",
 ]

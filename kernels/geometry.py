@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import torch
 
+from kvgate.proto.layout import KVGeometry
+
 
 class CacheGeometry(NamedTuple):
     """Sizes of one KV pool."""
@@ -26,6 +28,16 @@ class CacheGeometry(NamedTuple):
     block_size: int
     num_kv_heads: int
     head_dim: int
+
+
+def pool_shape(kv: KVGeometry, num_blocks: int, block_size: int) -> tuple[int, int, int, int]:
+    """The shape of one layer's K (or V) pool of the layout above, for the model's KV geometry."""
+    return (num_blocks, *kv.block_shape(block_size))
+
+
+def pool_dtype(kv: KVGeometry) -> torch.dtype:
+    """The torch dtype of the geometry's element type (``"bfloat16"`` -> ``torch.bfloat16``)."""
+    return getattr(torch, kv.dtype)
 
 
 def cache_geometry(k_cache: torch.Tensor, v_cache: torch.Tensor) -> CacheGeometry:

@@ -24,6 +24,7 @@ import xxhash
 
 from kvgate.proto.hashing import TokenIds, as_token_array, chunk_hashes
 from kvgate.proto.ids import ChunkHash
+from kvgate.proto.units import TokenCount
 
 _REBASE_TAG = b"kvgate/rebase/v1"
 
@@ -40,7 +41,7 @@ class ChainRoots:
 
     private: ChunkHash
     shared: ChunkHash | None = None
-    shared_tokens: int = 0
+    shared_tokens: TokenCount = 0
 
     def __post_init__(self) -> None:
         if self.shared_tokens < 0 or (self.shared is None and self.shared_tokens):

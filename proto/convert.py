@@ -12,7 +12,7 @@ neither argument.
 - ``*_to_proto`` raises ValueError for what the wire cannot carry: a PENDING tier, a malformed chunk hash,
   an integer outside its field's range.
 
-Round-trip law, checked by ``tests/contract/test_convert.py``: for every valid domain value ``v``,
+Round-trip law, checked by ``tests/proto/test_convert.py``: for every valid domain value ``v``,
 ``t_from_proto(parse(serialize(t_to_proto(v)))) == v``.
 """
 

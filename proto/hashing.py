@@ -25,7 +25,6 @@ import xxhash
 
 from kvgate.proto.ids import ChunkHash
 
-DEFAULT_CHUNK_SIZE = 128
 _ROOT_TAG = b"kvgate/chunk/v1"
 _MAX_TOKEN_ID = 2**32 - 1
 
@@ -74,7 +73,7 @@ def _checked_array(token_ids: TokenIds) -> np.ndarray:
 
 
 def chunk_hashes(
-    token_ids: TokenIds, root: ChunkHash, chunk_size: int = DEFAULT_CHUNK_SIZE
+    token_ids: TokenIds, root: ChunkHash, chunk_size: int
 ) -> list[ChunkHash]:
     """Hashes of every full ``chunk_size``-token chunk of ``token_ids``, chained from ``root``.
 

@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from kvgate.proto.units import TokenCount
+
 DEFAULT_MAX_TOKENS = 16  # OpenAI's completions default; the HTTP layer sets its own for chat
 _U32_END = 2**32
 _I64_END = 2**63
@@ -80,12 +82,12 @@ class Usage:
     ``Usage`` in ``common.proto``); ``<= prompt_tokens - cached_tokens``.
     """
 
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_tokens: int = 0
-    cached_gpu_tokens: int = 0
-    cached_cpu_tokens: int = 0
-    evicted_predicted_tokens: int = 0
+    prompt_tokens: TokenCount = 0
+    completion_tokens: TokenCount = 0
+    cached_tokens: TokenCount = 0
+    cached_gpu_tokens: TokenCount = 0
+    cached_cpu_tokens: TokenCount = 0
+    evicted_predicted_tokens: TokenCount = 0
 
     def __post_init__(self) -> None:
         for name in _USAGE_FIELDS:
@@ -130,7 +132,7 @@ class CacheHint:
     are 300 and 3600); None = the worker's default TTL.
     """
 
-    pinned_prefix_tokens: int = 0
+    pinned_prefix_tokens: TokenCount = 0
     ttl_s: int | None = None
 
     def __post_init__(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvgate.proto.ids import Epoch, WorkerId
+from kvgate.proto.units import BlockCount, TokenCount
 
 
 def check_worker_id(worker_id: str) -> None:
@@ -19,7 +20,7 @@ def check_worker_id(worker_id: str) -> None:
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
     """Registration record. ``address`` is the worker's gRPC ``host:port``; ``fingerprint`` is its
-    :meth:`CacheConfig.fingerprint`, which a gateway must match before routing to it."""
+    :meth:`CacheLayout.fingerprint`, which a gateway must match before routing to it."""
 
     worker_id: WorkerId
     epoch: Epoch
@@ -47,17 +48,17 @@ class WorkerLoad:
     blocks offloaded to the CPU tier to make room.
     """
 
-    waiting_prefill_tokens: int = 0
+    waiting_prefill_tokens: TokenCount = 0
     running_seqs: int = 0
     waiting_seqs: int = 0
-    gpu_blocks_total: int = 0
-    gpu_blocks_free: int = 0
-    cpu_blocks_total: int = 0
-    cpu_blocks_free: int = 0
-    gpu_blocks_cached: int = 0
-    evicted_ttl_blocks: int = 0
-    evicted_pressure_blocks: int = 0
-    offloaded_blocks: int = 0
+    gpu_blocks_total: BlockCount = 0
+    gpu_blocks_free: BlockCount = 0
+    cpu_blocks_total: BlockCount = 0
+    cpu_blocks_free: BlockCount = 0
+    gpu_blocks_cached: BlockCount = 0
+    evicted_ttl_blocks: BlockCount = 0
+    evicted_pressure_blocks: BlockCount = 0
+    offloaded_blocks: BlockCount = 0
 
     @property
     def kv_usage(self) -> float:

@@ -10,14 +10,11 @@ from collections.abc import Iterator
 import pytest
 
 from tests.support.redis_server import RedisServer, redis_server_binary, wait_for_redis
-from tests.support.smollm2 import (  # noqa: F401 -- session fixtures shared by the model and engine tests
-    chat_prompt,
-    hf_greedy,
-    hf_smollm2,
-    smollm2,
-    smollm2_path,
-    tokenizer,
-)
+
+# Fixtures shared by every folder that needs them (not copied per folder): the default model and its
+# transformers twin (``tests.support.smollm2``), ``live`` (a gateway over scripted workers) and
+# ``tiny_chat_model`` / ``start_worker`` (real workers on a tiny model).
+pytest_plugins = ["tests.support.smollm2", "tests.support.live_gateway", "tests.support.real_workers"]
 
 
 def _redis_required() -> bool:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import ray
 
-from kvgate.clock import SystemClock
+from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex, redis_client
 from kvgate.proto.ids import Epoch
 from kvgate.proto.workers import WorkerInfo

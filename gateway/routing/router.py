@@ -12,30 +12,23 @@ import contextlib
 import itertools
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from kvgate.clock import Clock
+from kvgate.common.clock import Clock
 from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.local_pending import LocalPending
-from kvgate.gateway.routing.types import Candidate, RouteDecision, RouteReason, RouteRequest, RoutingPolicy
+from kvgate.gateway.routing.types import (
+    Candidate,
+    Routed,
+    RouteDecision,
+    RouteReason,
+    RouteRequest,
+    RoutingPolicy,
+)
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, LookupResult, WorkerStatus
 from kvgate.proto.ids import ChunkHash, WorkerId
-
-
-@dataclass(frozen=True, slots=True)
-class Routed:
-    """A decision with what it was based on; ``lookup`` is None in fallback (degraded) mode."""
-
-    decision: RouteDecision
-    lookup: LookupResult | None
-    num_chunks: int
-    ticket: int = 0  # identifies the decision's in-flight record (0: none, a preview)
-    lookup_s: float | None = None  # how long the index lookup took (None: it failed)
-
-    @property
-    def degraded(self) -> bool:
-        return self.lookup is None
+from kvgate.proto.units import TokenCount
 
 
 class Router:
@@ -67,7 +60,7 @@ class Router:
     async def route(
         self,
         hashes: Sequence[ChunkHash],
-        prompt_tokens: int,
+        prompt_tokens: TokenCount,
         workers: Sequence[WorkerStatus],
         request_key: int,
         cache_key: str | None = None,
@@ -97,7 +90,7 @@ class Router:
     async def preview(
         self,
         hashes: Sequence[ChunkHash],
-        prompt_tokens: int,
+        prompt_tokens: TokenCount,
         workers: Sequence[WorkerStatus],
         request_key: int,
         cache_key: str | None = None,
@@ -141,7 +134,7 @@ class Router:
 
     def _request(
         self,
-        prompt_tokens: int,
+        prompt_tokens: TokenCount,
         workers: Sequence[WorkerStatus],
         lookup: LookupResult | None,
         request_key: int,

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol
 
-from kvgate.index.types import PrefixMatch
+from kvgate.index.types import LookupResult, PrefixMatch
 from kvgate.proto.ids import WorkerId
+from kvgate.proto.units import ChunkCount, TokenCount
 from kvgate.proto.workers import WorkerLoad
 
 
@@ -27,11 +28,11 @@ class Candidate:
     worker_id: WorkerId
     load: WorkerLoad
     match: PrefixMatch | None = None
-    inflight_tokens: int = 0
+    inflight_tokens: TokenCount = 0
 
     @property
-    def matched_chunks(self) -> int:
-        return self.match.chunks if self.match else 0
+    def matched_chunks(self) -> ChunkCount:
+        return self.match.chunks if self.match else ChunkCount(0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +41,7 @@ class RouteRequest:
     ``request_seq`` counts requests (round-robin); ``request_key`` is 64 random-looking bits fixed
     per request (random choices stay reproducible); ``home`` is the prompt_cache_key's worker."""
 
-    prompt_tokens: int
+    prompt_tokens: TokenCount
     chunk_size: int
     candidates: tuple[Candidate, ...]
     request_seq: int = 0
@@ -59,9 +60,24 @@ class RouteDecision:
 
     worker_id: WorkerId
     reason: RouteReason
-    predicted_cached_tokens: int
-    matched_chunks: int = 0
+    predicted_cached_tokens: TokenCount
+    matched_chunks: ChunkCount = 0
     estimated_ttft_s: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """A decision with what it was based on; ``lookup`` is None in fallback (degraded) mode."""
+
+    decision: RouteDecision
+    lookup: LookupResult | None
+    num_chunks: ChunkCount
+    ticket: int = 0  # identifies the decision's in-flight record (0: none, a preview)
+    lookup_s: float | None = None  # how long the index lookup took (None: it failed)
+
+    @property
+    def degraded(self) -> bool:
+        return self.lookup is None
 
 
 class RoutingPolicy(Protocol):

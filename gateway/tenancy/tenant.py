@@ -2,7 +2,7 @@
 
 The cache salt of a request is derived here, on the server, from the authenticated tenant: a client
 never sends it, so it can neither choose another tenant's salt nor copy it. Different tenants get
-different hash roots (``CacheConfig.root(cache_salt=...)``) and so never share a cached block, on
+different hash roots (``CacheLayout.root(cache_salt=...)``) and so never share a cached block, on
 the gateway (index lookups) and on the worker (which hashes with the same salt) alike.
 """
 

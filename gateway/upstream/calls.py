@@ -8,7 +8,7 @@ import time
 
 import grpc
 
-from kvgate.gateway.routing.router import Routed
+from kvgate.gateway.routing.types import Routed
 from kvgate.gateway.upstream.errors import (
     DeadlineError,
     InvalidRequestError,

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import grpc
 
+from kvgate.common.grpc_options import CLIENT_OPTIONS
+from kvgate.common.grpc_tls import ChannelSecurity, TlsFiles
 from kvgate.gateway.upstream.errors import UpstreamError
-from kvgate.grpc_options import CLIENT_OPTIONS
-from kvgate.grpc_tls import ChannelSecurity, TlsFiles
 from kvgate.proto import worker_pb2_grpc
 from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.proto.workers import WorkerInfo

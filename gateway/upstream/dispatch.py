@@ -19,7 +19,8 @@ from collections.abc import AsyncIterator
 import grpc
 
 from kvgate.gateway.metrics import GatewayMetrics, StreamTimer
-from kvgate.gateway.routing.router import Routed, Router
+from kvgate.gateway.routing.router import Router
+from kvgate.gateway.routing.types import Routed
 from kvgate.gateway.upstream import calls
 from kvgate.gateway.upstream.calls import DEAD, RetryableError
 from kvgate.gateway.upstream.channels import ChannelPool

@@ -6,9 +6,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from kvgate.gateway.routing.router import Routed
+from kvgate.gateway.routing.types import Routed
 from kvgate.proto.ids import ChunkHash
 from kvgate.proto.sampling import CacheHint, FinishReason, SamplingParams, Usage
+from kvgate.proto.units import TokenCount
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,7 +24,7 @@ class Job:
     request_key: int
     cache_salt: str = ""
     shared_salt: str = ""  # the first shared_tokens tokens hash under this salt (kvgate.proto.chain)
-    shared_tokens: int = 0
+    shared_tokens: TokenCount = 0
     adapter_id: str = ""
     cache_hint: CacheHint | None = None
     cache_key: str | None = None

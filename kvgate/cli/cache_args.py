@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from kvgate.proto.fingerprint import DEFAULT_BLOCK_SIZE, CacheConfig
-from kvgate.proto.hashing import DEFAULT_CHUNK_SIZE
+from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, DEFAULT_CHUNK_SIZE, CacheLayout
 
 SECRET_ENV = "KVGATE_HASH_SECRET"
 
@@ -17,8 +16,8 @@ def add_cache_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block-size", type=int, default=DEFAULT_BLOCK_SIZE, help="tokens per KV block")
 
 
-def cache_config(args: argparse.Namespace) -> CacheConfig:
-    """The deployment's CacheConfig; the secret comes from $KVGATE_HASH_SECRET, never a flag
+def cache_config(args: argparse.Namespace) -> CacheLayout:
+    """The deployment's CacheLayout; the secret comes from $KVGATE_HASH_SECRET, never a flag
     (flags show up in process listings)."""
     secret = os.environ.get(SECRET_ENV, "").encode()
-    return CacheConfig(args.model_id, secret, args.chunk_size, args.block_size)
+    return CacheLayout(args.model_id, secret, args.chunk_size, args.block_size)

@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from kvgate.cluster import cli_args
+from kvgate.cli import cluster_args
 
 HELP = "serve a gateway replica over a Redis prefix index (HTTP and gRPC)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cli_args.add_model_arguments(parser)
-    cli_args.add_gateway_arguments(parser)
-    cli_args.add_tls_arguments(parser)
-    cli_args.add_redis_argument(parser, required=True)
+    cluster_args.add_model_arguments(parser)
+    cluster_args.add_gateway_arguments(parser)
+    cluster_args.add_tls_arguments(parser)
+    cluster_args.add_redis_argument(parser, required=True)
 
 
 def run(args: argparse.Namespace) -> int:
     from kvgate.cluster.stack import run_gateway
 
-    return run_gateway(cli_args.settings_from(args))
+    return run_gateway(cluster_args.settings_from(args))

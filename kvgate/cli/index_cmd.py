@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from kvgate.clock import SystemClock
+from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex, redis_client
 
 HELP = "list the live workers registered in a Redis prefix index"

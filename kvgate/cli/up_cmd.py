@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from kvgate.cluster import cli_args
+from kvgate.cli import cluster_args
 
 HELP = "serve a model: Ray, worker actors and the gateway in one command (Ctrl-C stops all)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cli_args.add_model_arguments(parser)
-    cli_args.add_worker_arguments(parser)
-    cli_args.add_gateway_arguments(parser)
-    cli_args.add_tls_arguments(parser)
-    cli_args.add_redis_argument(parser, required=False)
+    cluster_args.add_model_arguments(parser)
+    cluster_args.add_worker_arguments(parser)
+    cluster_args.add_gateway_arguments(parser)
+    cluster_args.add_tls_arguments(parser)
+    cluster_args.add_redis_argument(parser, required=False)
 
 
 def run(args: argparse.Namespace) -> int:
     from kvgate.cluster.stack import run_up  # Ray and torch load only when the command runs
 
-    return run_up(cli_args.settings_from(args))
+    return run_up(cluster_args.settings_from(args))

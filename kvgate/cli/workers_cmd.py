@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import argparse
 
-from kvgate.cluster import cli_args
+from kvgate.cli import cluster_args
 
 HELP = "place worker actors across a Ray cluster (publishing to Redis) and keep them up until Ctrl-C"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    cli_args.add_model_arguments(parser)
-    cli_args.add_worker_arguments(parser, fixed_ports=True)
-    cli_args.add_tls_arguments(parser)
-    cli_args.add_redis_argument(parser, required=True)
+    cluster_args.add_model_arguments(parser)
+    cluster_args.add_worker_arguments(parser, fixed_ports=True)
+    cluster_args.add_tls_arguments(parser)
+    cluster_args.add_redis_argument(parser, required=True)
 
 
 def run(args: argparse.Namespace) -> int:
     from kvgate.cluster.stack import run_workers  # Ray and torch load only when the command runs
 
-    return run_workers(cli_args.settings_from(args))
+    return run_workers(cluster_args.settings_from(args))

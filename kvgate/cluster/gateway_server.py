@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import uvicorn
 
 from kvgate.gateway.compose import Gateway
-from kvgate.gateway.grpc_front import build_grpc_server
+from kvgate.gateway.grpc_api.server import build_grpc_server
 
 START_TIMEOUT_S = 30.0
 GRPC_GRACE_S = 5.0

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvgate.common.grpc_tls import TlsFiles
 from kvgate.gateway.tenancy import KeyRing
-from kvgate.grpc_tls import TlsFiles
-from kvgate.proto.fingerprint import CacheConfig
+from kvgate.proto.layout import CacheLayout
 
 DEFAULT_CPU_WORKERS = 2
 PORTS_PER_NODE = 8  # one worker per GPU, up to 8 per node
@@ -56,7 +56,7 @@ class ClusterSettings:
 
     model_path: Path
     model_name: str
-    cache: CacheConfig
+    cache: CacheLayout
     kv: KVSizing = field(default_factory=KVSizing)
     workers: int | None = None
     cpus_per_worker: int = 1

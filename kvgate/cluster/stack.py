@@ -13,15 +13,15 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from kvgate.clock import SystemClock
 from kvgate.cluster.gateway_server import Listening, serve_gateway
 from kvgate.cluster.progress import say
 from kvgate.cluster.ray_session import RaySession, local_cpus
 from kvgate.cluster.settings import ClusterSettings
 from kvgate.cluster.shutdown import stop_on_signals, unless_stopped
+from kvgate.common.clock import SystemClock
+from kvgate.common.tokenizer import load_tokenizer
 from kvgate.gateway.compose import build_gateway
 from kvgate.gateway.settings import GatewaySettings, Limits
-from kvgate.gateway.upstream.event_feed import EventFeed
 from kvgate.index import (
     IndexSettings,
     IndexUnavailableError,
@@ -30,8 +30,8 @@ from kvgate.index import (
     RedisPrefixIndex,
     redis_client,
 )
+from kvgate.index.event_feed import EventFeed
 from kvgate.proto.workers import WorkerInfo
-from kvgate.tokenizer import load_tokenizer
 
 if TYPE_CHECKING:
     from kvgate.cluster.worker_pool import OnChange

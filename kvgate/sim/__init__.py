@@ -3,7 +3,7 @@
 A Mooncake-format trace (:mod:`.trace`) becomes token ids and real chunk hashes (:mod:`.tokens`,
 :mod:`.workload`); each policy is replayed on a fresh simulated cluster (:mod:`.engine`): the gateway's
 :class:`~kvgate.gateway.routing.router.Router` over a :class:`~kvgate.index.MemoryPrefixIndex` on a
-:class:`~kvgate.clock.ManualClock`, and workers (:mod:`.worker`) with a two-tier LRU + TTL prefix cache
+:class:`~kvgate.common.clock.ManualClock`, and workers (:mod:`.worker`) with a two-tier LRU + TTL prefix cache
 (:mod:`.kvcache`) and a time model (:mod:`.timing`) that publish events and heartbeats to the index.
 :mod:`.reference` gives the unlimited and pooled-cache ceilings; :mod:`.runner` runs it all.
 Torch-free, like the gateway it exercises.

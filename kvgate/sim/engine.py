@@ -27,9 +27,9 @@ from enum import IntEnum
 
 import xxhash
 
-from kvgate.clock import ManualClock
-from kvgate.gateway.routing.router import Routed, Router
-from kvgate.gateway.routing.types import RoutingPolicy
+from kvgate.common.clock import ManualClock
+from kvgate.gateway.routing.router import Router
+from kvgate.gateway.routing.types import Routed, RoutingPolicy
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto.ids import WorkerId
 from kvgate.sim.results import PolicyResult, RequestRecord, summarize

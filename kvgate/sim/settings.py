@@ -12,7 +12,8 @@ Defaults describe one H100 (80 GB) serving an 8B Llama-3-class model in bf16, th
 - ``decode_step_s = 0.02``: one decode step of a small batch at ~15k context (16 GB of weights plus
   the batch's KV read at ~3 TB/s); every token after the first costs one step. The first token costs
   one step after the prefill, so even a fully cached prompt has a TTFT of one step.
-- ``ttl_s = cpu_ttl_s = 300``: the engine's default TTL (:class:`kvgate.workers.kv.config.KVCacheConfig`).
+- ``ttl_s = cpu_ttl_s = DEFAULT_TTL_S`` (300 s): the cache layout's default TTL
+  (:mod:`kvgate.proto.layout`).
 - ``heartbeat_s = 1``: how often a worker sends its load figures (and sweeps expired chunks).
 - ``capacity_tokens = 1_000_000``: what 80 GB holds after 16 GB of weights, at 64 KiB/token
   (8B with FP8 KV) -- or ~0.5M tokens in bf16; the traces README's reference point is 1M.
@@ -22,9 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvgate.proto.hashing import DEFAULT_CHUNK_SIZE
+from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, DEFAULT_CHUNK_SIZE, DEFAULT_TTL_S
 
-KV_BLOCK_TOKENS = 16  # the engine's KV block size: load figures count blocks of this many tokens
+# The engine's KV block size: load figures count blocks of this many tokens.
+KV_BLOCK_TOKENS = DEFAULT_BLOCK_SIZE
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +45,8 @@ class SimSettings:
     prefill_tokens_per_s: float = 10_000.0
     swap_in_tokens_per_s: float = 100_000.0
     decode_step_s: float = 0.02
-    ttl_s: float = 300.0
-    cpu_ttl_s: float = 300.0
+    ttl_s: float = DEFAULT_TTL_S
+    cpu_ttl_s: float = DEFAULT_TTL_S
     heartbeat_s: float = 1.0
     speed: float = 1.0
     seed: int = 0

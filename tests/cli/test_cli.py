@@ -7,10 +7,10 @@ import subprocess
 
 import pytest
 
-from kvgate.clock import SystemClock
+from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, RedisPrefixIndex, redis_client
-from kvgate.proto.fingerprint import CacheConfig
 from kvgate.proto.hashing import chunk_hashes
+from kvgate.proto.layout import CacheLayout
 from tests.index.conftest import drop_namespace
 from tests.index.helpers import LOAD, A, info
 
@@ -24,8 +24,8 @@ def kvgate(
 def test_hash_prints_the_library_hashes() -> None:
     ids = list(range(300))
     out = kvgate("hash", "--cache-salt", "t1", stdin=",".join(map(str, ids)))
-    config = CacheConfig("HuggingFaceTB/SmolLM2-135M-Instruct")
-    expected = [h.hex() for h in chunk_hashes(ids, config.root(cache_salt="t1").digest())]
+    config = CacheLayout("HuggingFaceTB/SmolLM2-135M-Instruct")
+    expected = [h.hex() for h in chunk_hashes(ids, config.root(cache_salt="t1").digest(), config.chunk_size)]
     assert out.returncode == 0
     assert [line.split("\t") for line in out.stdout.splitlines()] == [
         [str(i), h] for i, h in enumerate(expected)
@@ -37,8 +37,8 @@ def test_fingerprint_depends_on_the_secret_from_the_environment() -> None:
 
     plain = kvgate("fingerprint").stdout.strip()
     salted = kvgate("fingerprint", env=os.environ | {"KVGATE_HASH_SECRET": "s"}).stdout.strip()
-    assert plain == CacheConfig("HuggingFaceTB/SmolLM2-135M-Instruct").fingerprint()
-    assert salted == CacheConfig("HuggingFaceTB/SmolLM2-135M-Instruct", b"s").fingerprint()
+    assert plain == CacheLayout("HuggingFaceTB/SmolLM2-135M-Instruct").fingerprint()
+    assert salted == CacheLayout("HuggingFaceTB/SmolLM2-135M-Instruct", b"s").fingerprint()
 
 
 @pytest.mark.parametrize(

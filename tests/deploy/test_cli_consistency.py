@@ -14,8 +14,7 @@ from kvgate.cli.cache_args import SECRET_ENV
 from kvgate.cli.main import COMMANDS, build_parser
 from kvgate.cluster.settings import PORTS_PER_NODE
 from kvgate.index.settings import IndexSettings
-from kvgate.proto.fingerprint import DEFAULT_BLOCK_SIZE
-from kvgate.proto.hashing import DEFAULT_CHUNK_SIZE
+from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, DEFAULT_CHUNK_SIZE
 from kvgate.workers.kv.config import KVCacheConfig
 from tests.deploy import planned
 from tests.deploy.files import DEPLOY, ROOT, RUNBOOK, all_invocations, deploy_files
@@ -58,7 +57,7 @@ def test_gateway_port_defaults_agree_with_the_code() -> None:
 
 
 def test_the_gateway_serves_the_paths_the_probes_and_prometheus_use() -> None:
-    app = (ROOT / "gateway" / "api" / "app.py").read_text()
+    app = (ROOT / "gateway" / "http_api" / "app.py").read_text()
     assert f'@app.get("{planned.HEALTH_PATH}"' in app
     routes = re.findall(r'@app\.get\("(/[^"]*metrics[^"]*)"', app)
     assert routes in ([], [planned.METRICS_PATH]), "Prometheus scrapes /metrics"

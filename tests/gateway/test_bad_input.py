@@ -3,7 +3,7 @@
 Every case is refused with a 4xx in the endpoint's error format (OpenAI's everywhere, Anthropic's on
 /v1/messages), the refused request never reaches a worker, and the gateway serves the next request.
 Limits here: 256 KiB bodies, a 4096-token context, 512 output tokens, 2048 messages, 8 stop strings of
-at most 256 characters (``tests/gateway/conftest.py``).
+at most 256 characters (``tests/support/live_gateway.py``).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 
-from tests.gateway.conftest import MODEL, LiveGateway
+from tests.support.live_gateway import MODEL, LiveGateway
 from tests.support.scripted_worker import Mode
 
 CHAT, COMPLETIONS, MESSAGES, ROUTE = "/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/route"

@@ -12,10 +12,10 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from kvgate.gateway.grpc_front import build_grpc_server
+from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.proto import common_pb2, gateway_pb2, gateway_pb2_grpc
-from tests.gateway.conftest import MODEL, LiveGateway
 from tests.gateway.test_openai_api import LONG_SYSTEM
+from tests.support.live_gateway import MODEL, LiveGateway
 from tests.support.scripted_worker import Mode
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import httpx
 
-from kvgate.tokenizer import Tokenizer
-from tests.gateway.conftest import MODEL, LiveGateway
+from kvgate.common.tokenizer import Tokenizer
+from tests.support.live_gateway import MODEL, LiveGateway
 
 SYSTEM = "You answer questions about the kvgate handbook. " * 40  # ~400 tokens
 

@@ -7,8 +7,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from kvgate.gateway.misprediction import CAUSES
 from kvgate.proto.workers import WorkerLoad
-from tests.gateway.conftest import MODEL, LiveGateway
 from tests.gateway.test_openai_api import chat
+from tests.support.live_gateway import MODEL, LiveGateway
 from tests.support.scripted_worker import Mode
 
 

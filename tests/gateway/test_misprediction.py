@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from kvgate.gateway.metrics import GatewayMetrics
-from kvgate.gateway.misprediction import misprediction, reusable_tokens
-from kvgate.gateway.routing.router import Routed
-from kvgate.gateway.routing.types import RouteDecision, RouteReason
+from kvgate.gateway.misprediction import misprediction
+from kvgate.gateway.routing.types import Routed, RouteDecision, RouteReason
 from kvgate.index.types import LookupResult, PrefixMatch
 from kvgate.proto.ids import WorkerId
+from kvgate.proto.layout import reusable_tokens
 from kvgate.proto.sampling import Usage
 
 W0 = WorkerId("w0")

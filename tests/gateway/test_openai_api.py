@@ -10,7 +10,7 @@ import httpx
 import openai
 import pytest
 
-from tests.gateway.conftest import MODEL, LiveGateway
+from tests.support.live_gateway import MODEL, LiveGateway
 from tests.support.scripted_worker import Mode
 
 LONG_SYSTEM = "You are a meticulous assistant. " * 60  # ~400 tokens: 3 full chunks

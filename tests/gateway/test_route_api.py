@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import httpx
 
-from tests.gateway.conftest import MODEL, LiveGateway
 from tests.gateway.test_openai_api import chat
+from tests.support.live_gateway import MODEL, LiveGateway
 
 
 async def test_route_explains_a_cache_hit_without_recording_anything(live: LiveGateway) -> None:

@@ -16,15 +16,15 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from kvgate.clock import SystemClock
+from kvgate.common.clock import SystemClock
+from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.compose import build_gateway
 from kvgate.gateway.settings import GatewaySettings
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto.ids import WorkerId
-from kvgate.tokenizer import Tokenizer
-from tests.gateway.conftest import CACHE, LIMITS, MODEL
 from tests.support.background_loop import background_loop
 from tests.support.http_server import serve
+from tests.support.live_gateway import CACHE, LIMITS, MODEL
 from tests.support.scripted_worker import ScriptedWorker
 
 EXAMPLES = 100  # per operation

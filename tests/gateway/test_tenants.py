@@ -14,16 +14,16 @@ import grpc
 import httpx
 import pytest
 
-from kvgate.clock import SystemClock
+from kvgate.common.clock import SystemClock
+from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.compose import Gateway, build_gateway
 from kvgate.gateway.settings import GatewaySettings
 from kvgate.gateway.tenancy import KeyRing, RateLimit, Tenant, hash_key
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto import gateway_pb2, gateway_pb2_grpc
 from kvgate.proto.ids import WorkerId
-from kvgate.tokenizer import Tokenizer
-from tests.gateway.conftest import CACHE, LIMITS, MODEL
 from tests.support.http_server import serve
+from tests.support.live_gateway import CACHE, LIMITS, MODEL
 from tests.support.scripted_worker import Mode, ScriptedWorker
 
 SYSTEM = "You are the assistant of a private company; keep its secrets. " * 30  # > 3 chunks

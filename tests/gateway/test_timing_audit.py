@@ -9,15 +9,15 @@ from collections.abc import AsyncIterator
 import pytest
 
 from kvgate.audit.timing import Target, run_audit
-from kvgate.clock import SystemClock
+from kvgate.common.clock import SystemClock
+from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.compose import build_gateway
 from kvgate.gateway.settings import GatewaySettings
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto.ids import WorkerId
-from kvgate.tokenizer import Tokenizer
-from tests.gateway.conftest import CACHE, LIMITS, MODEL
 from tests.support.http_server import serve
+from tests.support.live_gateway import CACHE, LIMITS, MODEL
 from tests.support.scripted_worker import ScriptedWorker
 
 KEYS = {"victim": "kvg-victim", "attacker": "kvg-attacker"}

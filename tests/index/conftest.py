@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 import redis.asyncio as aioredis
 
-from kvgate.clock import ManualClock
+from kvgate.common.clock import ManualClock
 from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
 
 # Generous: the shared suite checks behaviour, not speed, on a noisy 2-core machine.

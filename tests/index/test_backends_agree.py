@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from kvgate.clock import ManualClock
+from kvgate.common.clock import ManualClock
 from kvgate.index import MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
 from kvgate.proto.events import Holding, KVEvent
 from kvgate.proto.ids import Epoch, Tier

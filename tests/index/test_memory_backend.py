@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kvgate.clock import ManualClock
+from kvgate.common.clock import ManualClock
 from kvgate.index import MemoryPrefixIndex
 from tests.index.conftest import make_settings
 from tests.index.helpers import LOAD, A, batch, chain, info, stored

@@ -14,7 +14,7 @@ import pytest
 import redis.asyncio as aioredis
 from redis.asyncio.connection import Connection, ConnectionPool
 
-from kvgate.clock import ManualClock, SystemClock
+from kvgate.common.clock import ManualClock, SystemClock
 from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex, redis_client
 from kvgate.proto.ids import Epoch, Tier
 from tests.index.conftest import drop_namespace, make_settings

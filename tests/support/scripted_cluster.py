@@ -16,7 +16,7 @@ import contextlib
 import signal
 
 from kvgate.cli.cache_args import add_cache_arguments, cache_config
-from kvgate.clock import SystemClock
+from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, RedisPrefixIndex, redis_client
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.workers import WorkerLoad

@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from kvgate.grpc_options import SERVER_OPTIONS
+from kvgate.common.grpc_options import SERVER_OPTIONS
 from kvgate.index.base import PrefixIndex
 from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
 from kvgate.proto.chain import ChainRoots, chain_hashes
 from kvgate.proto.events import EventBatch, KVEvent
-from kvgate.proto.fingerprint import CacheConfig
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
+from kvgate.proto.layout import CacheLayout
 from kvgate.proto.sampling import CacheHint, FinishReason, Usage
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
@@ -41,7 +41,7 @@ class Mode(enum.Enum):
 @dataclass
 class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
     worker_id: WorkerId
-    config: CacheConfig
+    config: CacheLayout
     index: PrefixIndex | None = None
     mode: Mode = Mode.SERVE
     token_delay_s: float = 0.0

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 import torch
 
+from kvgate.common.tokenizer import Tokenizer, load_tokenizer
 from kvgate.kernels import get_kernels
-from kvgate.tokenizer import Tokenizer, load_tokenizer
 from kvgate.workers.model import LlamaModel, load_model
-from tests.tokenizer.default_model import smollm2_gguf, transformers_module
+from tests.common.tokenizer.default_model import smollm2_gguf, transformers_module
 
 NEW_TOKENS = 24
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kvgate.kernels import kernel_names
-from kvgate.proto.fingerprint import CacheConfig
+from kvgate.proto.layout import DEFAULT_TTL_S, CacheLayout
 from kvgate.workers.kv import KVCacheConfig
 
 DTYPES: dict[str, torch.dtype] = {
@@ -54,14 +54,14 @@ class EngineConfig:
       (``cpu``, ``cuda``, ``cuda:1``); ``dtype``: ``float32``, ``bfloat16`` or ``float16``.
     """
 
-    cache: CacheConfig
+    cache: CacheLayout
     num_gpu_blocks: int | None = None
     gpu_memory_fraction: float | None = None
     num_cpu_blocks: int = 0
     limits: SchedulingLimits = field(default_factory=SchedulingLimits)
     max_model_len: int | None = None
-    ttl_s: float = 300.0
-    cpu_ttl_s: float = 300.0
+    ttl_s: float = DEFAULT_TTL_S
+    cpu_ttl_s: float = DEFAULT_TTL_S
     kernel_backend: str = "reference"
     device: str = "cpu"
     dtype: str = "float32"

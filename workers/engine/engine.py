@@ -22,12 +22,12 @@ from collections import deque
 from collections.abc import Sequence as Seq
 from dataclasses import replace
 
-from kvgate.clock import Clock, SystemClock
+from kvgate.common.clock import Clock, SystemClock
+from kvgate.common.tokenizer import Tokenizer
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.proto.events import EventBatch, Snapshot
 from kvgate.proto.sampling import FinishReason
 from kvgate.proto.workers import WorkerLoad
-from kvgate.tokenizer import Tokenizer
 from kvgate.workers.engine.config import EngineConfig
 from kvgate.workers.engine.inbox import Inbox
 from kvgate.workers.engine.intake import SequenceFactory
@@ -67,14 +67,13 @@ class LLMEngine:
         _check_model(config, model)
         self.config, self.publisher = config, publisher
         self._clock = clock or SystemClock()
-        device, dtype, bs = config.torch_device, config.torch_dtype, config.block_size
-        num_gpu = config.num_gpu_blocks or blocks_for_fraction(
-            model.config, bs, dtype, device, config.gpu_memory_fraction or 1.0
-        )
+        device, bs, kv = config.torch_device, config.block_size, model.config.kv_geometry(config.dtype)
+        fraction = config.gpu_memory_fraction or 1.0
+        num_gpu = config.num_gpu_blocks or blocks_for_fraction(kv, bs, device, fraction)
         self.max_model_len = _max_model_len(config, model.config, num_gpu)
         self.kv = KVCacheManager(config.kv_config(num_gpu), self._clock, publisher)
-        gpu = allocate_kv_caches(model.config, num_gpu, bs, device=device, dtype=dtype)
-        cpu = allocate_cpu_tier(model.config, config.num_cpu_blocks, bs, dtype, pinned=device.type == "cuda")
+        gpu = allocate_kv_caches(kv, num_gpu, bs, device=device)
+        cpu = allocate_cpu_tier(kv, config.num_cpu_blocks, bs, pinned=device.type == "cuda")
         self.runner = ModelRunner(model, kernels, gpu, cpu, bs)
         self.scheduler = Scheduler(config.limits, self.kv)
         eos = frozenset(model.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids if tokenizer else ())

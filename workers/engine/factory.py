@@ -6,9 +6,9 @@ from pathlib import Path
 
 import torch
 
-from kvgate.clock import Clock
+from kvgate.common.clock import Clock
+from kvgate.common.tokenizer import load_tokenizer
 from kvgate.kernels import get_kernels
-from kvgate.tokenizer import load_tokenizer
 from kvgate.workers.engine.config import EngineConfig
 from kvgate.workers.engine.engine import LLMEngine
 from kvgate.workers.kv import EventPublisher

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
+from kvgate.common.tokenizer import Tokenizer
 from kvgate.proto.chain import ChainRoots
-from kvgate.proto.fingerprint import CacheConfig
-from kvgate.tokenizer import Tokenizer
+from kvgate.proto.layout import CacheLayout
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.sampler import make_generator
 from kvgate.workers.engine.sequence import Sequence
@@ -23,7 +23,7 @@ DETOKENIZER_CONTEXT = 6  # prompt tokens decoded before the first new one (keeps
 class SequenceFactory:
     """What a new sequence is checked and built against. Immutable; safe to use from any thread."""
 
-    cache: CacheConfig
+    cache: CacheLayout
     vocab_size: int
     max_model_len: int
     eos_ids: frozenset[int]
@@ -54,13 +54,8 @@ class SequenceFactory:
 
     def _roots(self, request: EngineRequest) -> ChainRoots:
         """The request's chain: its own root, after a shared namespace's for ``shared_tokens``."""
-        private = self.cache.root(request.adapter_id, request.cache_salt).digest()
-        if not request.shared_tokens:
-            return ChainRoots(private)
-        shared = self.cache.root(request.adapter_id, request.shared_salt).digest()
-        roots = ChainRoots(private, shared, request.shared_tokens)
-        roots.check(self.cache.chunk_size)
-        return roots
+        r = request
+        return self.cache.roots(r.cache_salt, r.shared_salt, r.shared_tokens, r.adapter_id)
 
     def _check(self, request: EngineRequest) -> None:
         if request.adapter_id:

@@ -7,7 +7,9 @@ import os
 
 import torch
 
-from kvgate.workers.model import KVCache, ModelConfig, allocate_kv_caches, kv_cache_bytes_per_block
+from kvgate.proto.layout import KVGeometry
+from kvgate.proto.units import BlockCount
+from kvgate.workers.model import KVCache, allocate_kv_caches, kv_cache_bytes_per_block
 
 
 def free_device_bytes(device: torch.device) -> int:
@@ -18,12 +20,10 @@ def free_device_bytes(device: torch.device) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
-def blocks_for_fraction(
-    config: ModelConfig, block_size: int, dtype: torch.dtype, device: torch.device, fraction: float
-) -> int:
+def blocks_for_fraction(kv: KVGeometry, block_size: int, device: torch.device, fraction: float) -> int:
     """How many blocks fit in ``fraction`` of ``device``'s free memory (>= 1); call after loading the
     model so that its weights are not counted as free."""
-    per_block = kv_cache_bytes_per_block(config, block_size, dtype)
+    per_block = kv_cache_bytes_per_block(kv, block_size)
     blocks = int(free_device_bytes(device) * fraction) // per_block
     if blocks < 1:
         raise ValueError(f"{fraction:.0%} of the free memory of {device} holds no KV block ({per_block} B)")
@@ -31,14 +31,10 @@ def blocks_for_fraction(
 
 
 def allocate_cpu_tier(
-    config: ModelConfig, num_blocks: int, block_size: int, dtype: torch.dtype, *, pinned: bool
+    kv: KVGeometry, num_blocks: BlockCount, block_size: int, *, pinned: bool
 ) -> list[KVCache]:
     """One zeroed host ``KVCache`` per layer (``[num_blocks, block_size, kv_heads, head_dim]`` each,
     page-locked when ``pinned``); an empty list when ``num_blocks`` is 0."""
     if num_blocks == 0:
         return []
-    if not pinned:
-        return allocate_kv_caches(config, num_blocks, block_size, device="cpu", dtype=dtype)
-    shape = (num_blocks, block_size, config.num_kv_heads, config.head_dim)
-    pools = [torch.zeros(shape, dtype=dtype, pin_memory=True) for _ in range(2 * config.num_layers)]
-    return [KVCache(pools[2 * i], pools[2 * i + 1]) for i in range(config.num_layers)]
+    return allocate_kv_caches(kv, num_blocks, block_size, device="cpu", pinned=pinned)

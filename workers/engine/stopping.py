@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from kvgate.common.tokenizer import IncrementalDetokenizer, Tokenizer
 from kvgate.proto.sampling import FinishReason, SamplingParams
-from kvgate.tokenizer import IncrementalDetokenizer, Tokenizer
 
 
 @dataclass(frozen=True, slots=True)

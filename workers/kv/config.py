@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvgate.proto.fingerprint import CacheConfig
+from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, DEFAULT_CHUNK_SIZE, DEFAULT_TTL_S, CacheLayout
+from kvgate.proto.units import BlockCount
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,12 +16,12 @@ class KVCacheConfig:
     from its last use; ``cpu_ttl_s``: the least time a block offloaded to the CPU tier stays there.
     """
 
-    num_gpu_blocks: int
-    num_cpu_blocks: int = 0
-    block_size: int = 16
-    chunk_size: int = 128
-    ttl_s: float = 300.0
-    cpu_ttl_s: float = 300.0
+    num_gpu_blocks: BlockCount
+    num_cpu_blocks: BlockCount = 0
+    block_size: int = DEFAULT_BLOCK_SIZE
+    chunk_size: int = DEFAULT_CHUNK_SIZE
+    ttl_s: float = DEFAULT_TTL_S
+    cpu_ttl_s: float = DEFAULT_TTL_S
 
     def __post_init__(self) -> None:
         if self.num_gpu_blocks <= 0 or self.num_cpu_blocks < 0:
@@ -33,15 +34,15 @@ class KVCacheConfig:
 
     @classmethod
     def for_deployment(
-        cls, cache: CacheConfig, num_gpu_blocks: int, num_cpu_blocks: int = 0
+        cls, cache: CacheLayout, num_gpu_blocks: BlockCount, num_cpu_blocks: BlockCount = 0
     ) -> KVCacheConfig:
         """A config with the deployment's block and chunk sizes (so published chunk hashes match)."""
         return cls(num_gpu_blocks, num_cpu_blocks, cache.block_size, cache.chunk_size)
 
     @property
-    def blocks_per_chunk(self) -> int:
-        return self.chunk_size // self.block_size
+    def blocks_per_chunk(self) -> BlockCount:
+        return BlockCount(self.chunk_size // self.block_size)
 
-    def blocks_for(self, num_tokens: int) -> int:
+    def blocks_for(self, num_tokens: int) -> BlockCount:
         """Blocks needed to hold ``num_tokens`` tokens (0 for 0)."""
-        return -(-num_tokens // self.block_size)
+        return BlockCount(-(-num_tokens // self.block_size))

@@ -19,9 +19,11 @@ sequences not scheduled yet in the step, as vLLM's scheduler does). Changes made
 
 from __future__ import annotations
 
-from kvgate.clock import Clock
+from kvgate.common.clock import Clock
 from kvgate.proto.hashing import TokenIds
 from kvgate.proto.ids import Tier
+from kvgate.proto.layout import reusable_tokens
+from kvgate.proto.units import TokenCount
 from kvgate.workers.kv.block import KVBlock
 from kvgate.workers.kv.block_pool import BlockPool
 from kvgate.workers.kv.chunks import ChunkTracker
@@ -98,20 +100,21 @@ class KVCacheManager:
         prompt.check(self.config.block_size, self.config.chunk_size)
         return PrefixHit(tuple((b.tier, b.block_id) for b in self._match(prompt)), self.config.block_size)
 
-    def lost_to_eviction(self, prompt: Prompt, cached_tokens: int, predicted_tokens: int, mark: int) -> int:
+    def lost_to_eviction(
+        self, prompt: Prompt, cached_tokens: TokenCount, predicted_tokens: TokenCount, mark: int
+    ) -> TokenCount:
         """Predicted cached tokens of ``prompt`` that were not reused (``cached_tokens`` were) because the
         first missing chunk was evicted after ``mark`` (an :attr:`eviction_mark` taken on arrival): the
         whole shortfall, up to the most that can be reused, or 0 (pure)."""
-        reusable = (len(prompt) - 1) // self.config.block_size * self.config.block_size
-        expected = min(predicted_tokens, reusable)
+        expected = min(predicted_tokens, reusable_tokens(len(prompt), self.config.block_size))
         first_missing = cached_tokens // self.config.chunk_size
         if cached_tokens >= expected or first_missing >= len(prompt.chunk_hashes):
-            return 0
+            return TokenCount(0)
         evicted = self._cache.chunks.evictions.evicted_since(prompt.chunk_hashes[first_missing], mark)
-        return expected - cached_tokens if evicted else 0
+        return TokenCount(expected - cached_tokens if evicted else 0)
 
     def admit(
-        self, seq_id: SeqId, prompt: Prompt, token_budget: int, pin: Pin | None = None
+        self, seq_id: SeqId, prompt: Prompt, token_budget: TokenCount, pin: Pin | None = None
     ) -> Admission | None:
         """Takes on new sequence ``seq_id``: reuses the cached prefix of ``prompt`` (GPU hits shared,
         CPU hits swapped in) and allocates slots for the next ``min(uncached, token_budget)`` tokens.
@@ -187,7 +190,7 @@ class KVCacheManager:
         publisher now, without ending a step; for an idle engine. Idempotent."""
         self._cache.chunks.flush()
 
-    def _check_admit(self, seq_id: SeqId, prompt: Prompt, token_budget: int) -> None:
+    def _check_admit(self, seq_id: SeqId, prompt: Prompt, token_budget: TokenCount) -> None:
         if seq_id in self._seqs:
             raise ValueError(f"sequence {seq_id} is already admitted")
         if token_budget < 1:
@@ -195,10 +198,10 @@ class KVCacheManager:
         prompt.check(self.config.block_size, self.config.chunk_size)
 
     def _match(self, prompt: Prompt) -> list[KVBlock]:
-        # Walks the chain while blocks verify; stops before the block holding the last prompt token.
+        # Walks the chain while blocks verify, over the reusable blocks only (the layout's rule).
         size = self.config.block_size
         hit: list[KVBlock] = []
-        for index in range((len(prompt) - 1) // size):
+        for index in range(reusable_tokens(len(prompt), size) // size):
             block = self._cache.find(prompt.block_key(index, size))
             if block is None:
                 break

@@ -7,9 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvgate.proto.chain import ChainRoots, chain_hashes
-from kvgate.proto.fingerprint import DEFAULT_BLOCK_SIZE
-from kvgate.proto.hashing import DEFAULT_CHUNK_SIZE, HashRoot, TokenIds, as_token_array
+from kvgate.proto.hashing import HashRoot, TokenIds, as_token_array
 from kvgate.proto.ids import ChunkHash
+from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, DEFAULT_CHUNK_SIZE
 from kvgate.workers.kv.block import BlockKey
 from kvgate.workers.kv.types import BlockHash
 

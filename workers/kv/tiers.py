@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvgate.clock import Clock
+from kvgate.common.clock import Clock
 from kvgate.proto.ids import Tier
 from kvgate.workers.kv.block import BlockKey, KVBlock
 from kvgate.workers.kv.block_pool import BlockPool

@@ -11,7 +11,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kvgate.tokenizer.gguf_metadata import GGUFMetadata, architecture_key
+from kvgate.common.tokenizer.gguf_metadata import GGUFMetadata, architecture_key
+from kvgate.proto.layout import KVGeometry
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,10 @@ class ModelConfig:
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
     architecture: str = "llama"
+
+    def kv_geometry(self, dtype: str) -> KVGeometry:
+        """The KV cache geometry of this model with elements of ``dtype`` (a torch dtype's name)."""
+        return KVGeometry(self.num_layers, self.num_kv_heads, self.head_dim, dtype)
 
     def __post_init__(self) -> None:
         for name in _SIZES:

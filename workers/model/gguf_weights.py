@@ -15,8 +15,8 @@ import gguf
 import numpy as np
 import torch
 
+from kvgate.common.tokenizer.gguf_metadata import metadata_of
 from kvgate.kernels.protocol import AttentionKernels
-from kvgate.tokenizer.gguf_metadata import metadata_of
 from kvgate.workers.model.config import ModelConfig
 from kvgate.workers.model.empty import empty_model
 from kvgate.workers.model.llama import LlamaModel

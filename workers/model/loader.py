@@ -7,8 +7,8 @@ from pathlib import Path
 import gguf
 import torch
 
+from kvgate.common.models import WeightFormat, weight_format
 from kvgate.kernels.protocol import AttentionKernels
-from kvgate.models import WeightFormat, weight_format
 from kvgate.workers.model.config import ModelConfig
 from kvgate.workers.model.gguf_weights import gguf_model_config, load_gguf_model
 from kvgate.workers.model.hf_weights import hf_config, load_hf_model

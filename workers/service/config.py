@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvgate.grpc_tls import TlsFiles
+from kvgate.common.grpc_tls import TlsFiles
 from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.proto.workers import check_worker_id
 from kvgate.workers.engine import EngineConfig

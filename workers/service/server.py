@@ -20,8 +20,8 @@ import grpc
 import torch
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from kvgate.clock import Clock
-from kvgate.grpc_options import SERVER_OPTIONS
+from kvgate.common.clock import Clock
+from kvgate.common.grpc_options import SERVER_OPTIONS
 from kvgate.index.base import PrefixIndex
 from kvgate.proto import worker_pb2, worker_pb2_grpc
 from kvgate.proto.workers import WorkerInfo
@@ -121,9 +121,8 @@ class WorkerServer:
         if config.metrics_port is None:
             return config.metrics_address
         model = self.engine.runner.model
-        block_bytes = kv_cache_bytes_per_block(
-            model.config, config.engine.block_size, config.engine.torch_dtype
-        )
+        kv = model.config.kv_geometry(config.engine.dtype)
+        block_bytes = kv_cache_bytes_per_block(kv, config.engine.block_size)
         self.metrics = MetricsEndpoint(WorkerCollector(config.worker_id, lambda: loop.stats, block_bytes))
         endpoint = self.metrics
         ports = config.candidate_ports(config.metrics_port)

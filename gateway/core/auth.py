@@ -1,0 +1,67 @@
+"""Who is asking: an API key turned into a :class:`Caller`, the same for every front.
+
+A key comes as ``Authorization: Bearer <key>`` (OpenAI) or ``x-api-key: <key>`` (Anthropic), in HTTP
+headers or gRPC metadata alike. With no key ring configured, every request is the anonymous
+tenant's. ``x-kvgate-cache-namespace`` opts a request into a shared cache namespace its tenant is
+allowed (checked when the request is prepared).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from kvgate.gateway.errors import ErrorKind, GatewayError
+from kvgate.gateway.tenancy import ANONYMOUS, Caller, KeyRing, RateLimiter, Tenant
+
+NAMESPACE_HEADER = "x-kvgate-cache-namespace"
+
+
+def presented_key(authorization: str | None, api_key: str | None) -> str | None:
+    """The key of an ``Authorization: Bearer`` header, else of ``x-api-key``."""
+    if authorization:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() == "bearer" and token.strip():
+            return token.strip()
+    return api_key.strip() if api_key else None
+
+
+def rate_limited(tenant: Tenant, wait_s: float) -> GatewayError:
+    """The refusal of a tenant past its rate limit, with when to retry."""
+    message = f"Rate limit reached for tenant {tenant.name!r}; retry in {wait_s:.1f} s."
+    return GatewayError(message, ErrorKind.RATE_LIMITED, code="rate_limit_exceeded", retry_after_s=wait_s)
+
+
+class Authenticator:
+    """Owned by the composition root, shared by the fronts. With a ``limiter``, :meth:`check_rate`
+    refuses a tenant already past its rate limit before its prompt is tokenized."""
+
+    def __init__(self, keys: KeyRing | None, limiter: RateLimiter | None = None) -> None:
+        self._keys = keys
+        self._limiter = limiter
+
+    @property
+    def enabled(self) -> bool:
+        return self._keys is not None
+
+    def caller(self, key: str | None, namespace: str | None) -> Caller:
+        """The caller of ``key``; UNAUTHENTICATED when keys are configured and it matches none."""
+        if self._keys is None:
+            return Caller(ANONYMOUS, namespace or None)
+        tenant = self._keys.authenticate(key)
+        if tenant is None:
+            message = "Incorrect API key provided." if key else "Missing API key (Authorization: Bearer KEY)."
+            raise GatewayError(message, ErrorKind.UNAUTHENTICATED, code="invalid_api_key")
+        return Caller(tenant, namespace or None)
+
+    def credentials(self, headers: Mapping[str, str]) -> Caller:
+        """:meth:`caller` of a front's lower-cased headers or metadata (``authorization``,
+        ``x-api-key``, ``x-kvgate-cache-namespace``)."""
+        key = presented_key(headers.get("authorization"), headers.get("x-api-key"))
+        return self.caller(key, headers.get(NAMESPACE_HEADER))
+
+    def check_rate(self, caller: Caller) -> None:
+        """RATE_LIMITED, with when to retry, when the caller's tenant has no request or token left
+        this minute."""
+        wait_s = self._limiter.wait_s(caller.tenant) if self._limiter is not None else 0.0
+        if wait_s > 0:
+            raise rate_limited(caller.tenant, wait_s)

@@ -1,0 +1,71 @@
+"""What a front asks the request core for, in the core's own terms: no HTTP, no gRPC, no JSON.
+
+A front translates its wire request into a :class:`GenerateRequest` and its caller's credentials
+into a :class:`~kvgate.gateway.tenancy.Caller`; everything after that is the core's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvgate.proto.sampling import CacheHint
+
+ChatMessages = list[dict[str, str]]
+"""``[{"role": ..., "content": ...}]``, as the chat template takes them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Breakpoint:
+    """A cache breakpoint (Anthropic ``cache_control``): the conversation up to and including the
+    marked block, to keep cached for a named TTL class of the cache layout (``"5m"``, ``"1h"``)."""
+
+    messages: ChatMessages
+    ttl_class: str
+
+
+@dataclass(frozen=True, slots=True)
+class ChatInput:
+    """A conversation, rendered with the model's chat template (generation prompt appended)."""
+
+    messages: ChatMessages
+    breakpoints: tuple[Breakpoint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TextInput:
+    """Raw text, encoded as is."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class TokenInput:
+    """Token ids, checked against the vocabulary."""
+
+    token_ids: Sequence[int]
+
+
+PromptInput = ChatInput | TextInput | TokenInput
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateRequest:
+    """One generation as a front asks for it.
+
+    ``sampling``: the :class:`~kvgate.proto.sampling.SamplingParams` fields the client set, None for
+    unset (``max_tokens`` None: as many as fit). ``cache_hint``: a pinned prefix given in tokens;
+    breakpoints of a :class:`ChatInput` are turned into one. ``client_salt`` splits the tenant's own
+    cache, never reaches another's. ``deadline_s``: the client's own deadline (``time.monotonic``),
+    if sooner than the gateway's.
+    """
+
+    model: str
+    prompt: PromptInput
+    sampling: dict[str, Any] = field(default_factory=dict)
+    stops: tuple[str, ...] = ()
+    cache_key: str | None = None
+    cache_hint: CacheHint | None = None
+    client_salt: str = ""
+    deadline_s: float | None = None

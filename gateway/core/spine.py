@@ -1,0 +1,116 @@
+"""The request spine, written once for every front: authenticate -> scope -> tokenize -> hash ->
+route -> dispatch -> usage.
+
+A front (OpenAI or Anthropic over HTTP, or the gRPC service) only translates: its wire request into
+a :class:`~kvgate.gateway.core.request.GenerateRequest`, its credentials into a caller
+(:meth:`RequestCore.authenticate`), and the text stream or the routing decision back to its wire
+form; every :class:`~kvgate.gateway.errors.GatewayError` to its own status by its own table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+
+import numpy as np
+
+from kvgate.gateway.core.admission import InFlightGate
+from kvgate.gateway.core.auth import Authenticator
+from kvgate.gateway.core.jobs import JobBuilder
+from kvgate.gateway.core.prompts import PromptEncoder
+from kvgate.gateway.core.request import ChatInput, GenerateRequest
+from kvgate.gateway.core.scope import cache_scope
+from kvgate.gateway.core.textgen import TextDelta, TextDone, TextGenerator
+from kvgate.gateway.errors import ErrorKind, GatewayError
+from kvgate.gateway.routing.types import Routed
+from kvgate.gateway.settings import GatewaySettings
+from kvgate.gateway.tenancy import Caller
+from kvgate.gateway.upstream.dispatch import Dispatcher
+from kvgate.gateway.upstream.job import Job
+
+
+class RequestCore:
+    """Owned by the composition root; shared by every front of one gateway. Its services are built
+    once and passed in; it keeps no per-request state."""
+
+    def __init__(
+        self,
+        settings: GatewaySettings,
+        auth: Authenticator,
+        gate: InFlightGate,
+        encoder: PromptEncoder,
+        jobs: JobBuilder,
+        dispatcher: Dispatcher,
+        generator: TextGenerator,
+    ) -> None:
+        self.settings = settings
+        self.auth = auth
+        self.gate = gate
+        self._encoder = encoder
+        self._jobs = jobs
+        self._dispatcher = dispatcher
+        self._generator = generator
+
+    @property
+    def model_name(self) -> str:
+        return self.settings.model_name
+
+    def ready_workers(self) -> int:
+        """Workers requests can be sent to now (quarantined ones included: the last resort)."""
+        return self._dispatcher.routable_count()
+
+    def authenticate(self, headers: Mapping[str, str], check_rate: bool = True) -> Caller:
+        """1. The caller of a front's lower-cased headers or metadata; UNAUTHENTICATED for a bad key,
+        RATE_LIMITED (before anything is tokenized) for a tenant past its limit when ``check_rate``."""
+        caller = self.auth.credentials(headers)
+        if check_rate:
+            self.auth.check_rate(caller)
+        return caller
+
+    async def prepare(self, request: GenerateRequest, caller: Caller, *, charge: bool = True) -> Job:
+        """2-4. Scope, tokenize and hash ``request`` into a job. NOT_FOUND for another model,
+        INVALID_REQUEST for anything the client got wrong, PERMISSION_DENIED for a namespace the
+        tenant may not use, RATE_LIMITED / TOKENS_LIMITED past the tenant's allowance (checked and
+        charged only when ``charge``: a dry run charges nothing)."""
+        self._check_model(request.model)
+        ids = await self._encoder.encode(request.prompt)
+        hint = request.cache_hint
+        if isinstance(request.prompt, ChatInput) and request.prompt.breakpoints:
+            hint = await self._encoder.breakpoint_hint(ids, request.prompt.breakpoints)
+        shared = await self._shared_prefix(request, caller, ids)
+        room = self._jobs.check_size(ids)
+        sampling = self._jobs.sampling(request, len(ids), room)
+        scope = cache_scope(caller, request.client_salt, shared, self.settings.cache)
+        if charge:
+            self._jobs.charge(caller, len(ids) + sampling.max_tokens)
+        return self._jobs.job(request, ids, sampling, scope, hint)
+
+    def generate(self, job: Job) -> AsyncIterator[TextDelta | TextDone]:
+        """5-7. Route, dispatch (failing over before the first token) and account usage: text deltas
+        then one TextDone. UpstreamError subclasses propagate; closing the iterator early cancels the
+        request on its worker."""
+        return self._generator.stream(job)
+
+    async def route(self, job: Job) -> Routed:
+        """The decision :meth:`generate` would make now, recording nothing (the dry run)."""
+        return await self._dispatcher.preview(job)
+
+    def enter(self) -> None:
+        """Takes an in-flight slot for one generation (give it back with :meth:`leave`); OVERLOADED
+        when the gateway is at its bound."""
+        if not self.gate.try_enter():
+            raise self.gate.overloaded()
+
+    def leave(self) -> None:
+        self.gate.leave()
+
+    def _check_model(self, model: str) -> None:
+        if model != self.settings.model_name:
+            raise GatewayError(f"The model `{model}` does not exist.", ErrorKind.NOT_FOUND, param="model",
+                               code="model_not_found")  # fmt: skip
+
+    async def _shared_prefix(self, request: GenerateRequest, caller: Caller, ids: np.ndarray) -> int | None:
+        """Tokens of the leading system messages when the caller opted into a shared namespace; None
+        when it did not, or when the prompt has no such structure (not a chat)."""
+        if caller.namespace is None or not isinstance(request.prompt, ChatInput):
+            return None
+        return await self._encoder.system_prefix(request.prompt.messages, ids)

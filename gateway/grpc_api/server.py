@@ -1,0 +1,28 @@
+"""The gRPC server of the gateway: its service, ``grpc.health.v1`` and reflection."""
+
+from __future__ import annotations
+
+import grpc
+from grpc_health.v1 import health, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from kvgate.common.grpc_options import SERVER_OPTIONS
+from kvgate.gateway.grpc_api.servicer import GatewayServicer
+from kvgate.proto import gateway_pb2, gateway_pb2_grpc
+
+
+def build_grpc_server(servicer: GatewayServicer, address: str) -> tuple[grpc.aio.Server, int]:
+    """A grpc.aio server with the gateway service, grpc.health.v1 and reflection; not started.
+    Returns the server and the bound port (``address`` may end in ``:0``)."""
+    server = grpc.aio.server(options=SERVER_OPTIONS)
+    gateway_pb2_grpc.add_KVGatewayServicer_to_server(servicer, server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    names = (
+        gateway_pb2.DESCRIPTOR.services_by_name["KVGateway"].full_name,
+        reflection.SERVICE_NAME,
+        health.SERVICE_NAME,
+    )
+    reflection.enable_server_reflection(names, server)
+    port = server.add_insecure_port(address)
+    return server, port

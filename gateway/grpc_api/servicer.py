@@ -1,0 +1,62 @@
+"""The public gRPC service (``KVGateway``) for gRPC clients: same semantics as the HTTP API, over
+the same request core.
+
+Deadlines: the call's deadline bounds the request (and is passed on to the worker). Cancellation:
+when the client cancels, the handler is cancelled and the worker's sequence aborted with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+
+import grpc
+
+from kvgate.gateway.core.spine import RequestCore
+from kvgate.gateway.grpc_api import translate
+from kvgate.gateway.grpc_api.errors import errors_as_status
+from kvgate.proto import gateway_pb2, gateway_pb2_grpc
+
+
+class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
+    """Translates each call for ``core``; shares its in-flight gate and keys with the HTTP front."""
+
+    def __init__(self, core: RequestCore) -> None:
+        self._core = core
+
+    async def Generate(
+        self, request: gateway_pb2.GatewayRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[gateway_pb2.GatewayResponse]:
+        async with errors_as_status(context):
+            caller = self._core.authenticate(translate.metadata(context))  # before taking a slot
+            self._core.enter()
+            try:
+                job = await self._core.prepare(translate.generate_request(request, context), caller)
+                async with contextlib.aclosing(self._core.generate(job)) as events:
+                    async for item in events:
+                        yield translate.response(item, job)
+            finally:
+                self._core.leave()
+
+    async def Route(
+        self, request: gateway_pb2.GatewayRequest, context: grpc.aio.ServicerContext
+    ) -> gateway_pb2.RouteDecision:
+        async with errors_as_status(context):
+            caller = self._core.authenticate(translate.metadata(context), check_rate=False)
+            job = await self._core.prepare(translate.generate_request(request, context), caller, charge=False)
+            routed = await self._core.route(job)
+            return translate.route_decision(job, routed, self._core.settings.cache.chunk_size)
+        raise AssertionError("unreachable")  # errors_as_status aborts
+
+    async def ListModels(
+        self, request: gateway_pb2.ListModelsRequest, context: grpc.aio.ServicerContext
+    ) -> gateway_pb2.ListModelsResponse:
+        del request
+        async with errors_as_status(context):
+            self._core.authenticate(translate.metadata(context), check_rate=False)
+        model = gateway_pb2.ModelInfo(
+            id=self._core.model_name,
+            ready_workers=self._core.ready_workers(),
+            max_model_len=self._core.settings.limits.context_window,
+        )
+        return gateway_pb2.ListModelsResponse(models=[model])

@@ -1,0 +1,126 @@
+"""gRPC messages <-> the request core: a ``GatewayRequest`` into a core request, the core's text
+stream and routing decisions into ``GatewayResponse`` and ``RouteDecision`` messages. Pure."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import grpc
+
+from kvgate.gateway.core.request import ChatInput, GenerateRequest, PromptInput, TextInput, TokenInput
+from kvgate.gateway.core.textgen import TextDelta, TextDone
+from kvgate.gateway.errors import invalid
+from kvgate.gateway.routing.types import Routed, RouteReason
+from kvgate.gateway.upstream.job import Job
+from kvgate.proto import common_pb2, convert, gateway_pb2
+from kvgate.proto.sampling import CacheHint
+
+MAX_CLIENT_SALT_CHARS = 256
+_OPTIONAL = ("temperature", "top_p", "top_k", "seed")
+_REASONS = {
+    RouteReason.CACHE_HIT: gateway_pb2.ROUTE_REASON_CACHE_HIT,
+    RouteReason.LOAD_BALANCED: gateway_pb2.ROUTE_REASON_LOAD_BALANCED,
+    RouteReason.FALLBACK: gateway_pb2.ROUTE_REASON_FALLBACK,
+    RouteReason.PINNED: gateway_pb2.ROUTE_REASON_PINNED,
+}
+
+
+def metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
+    """The call's text metadata, keys lower-cased (as HTTP headers are compared)."""
+    return {k.lower(): v for k, v in (context.invocation_metadata() or ()) if isinstance(v, str)}
+
+
+def generate_request(
+    request: gateway_pb2.GatewayRequest, context: grpc.aio.ServicerContext
+) -> GenerateRequest:
+    """The core's request for a ``GatewayRequest``; the call's deadline, if any, bounds it.
+    INVALID_REQUEST for a request without input, a bad cache hint or an over-long cache salt."""
+    remaining = context.time_remaining()
+    return GenerateRequest(
+        request.model,
+        _prompt(request),
+        _sampling(request.sampling),
+        tuple(request.sampling.stop),
+        cache_key=request.prompt_cache_key or None,
+        cache_hint=_hint(request),
+        client_salt=_client_salt(request.cache_salt),
+        deadline_s=None if remaining is None else time.monotonic() + remaining,
+    )
+
+
+def response(item: TextDelta | TextDone, job: Job) -> gateway_pb2.GatewayResponse:
+    """A delta, or the final message with usage, the route and the request id."""
+    if isinstance(item, TextDelta):
+        return gateway_pb2.GatewayResponse(delta=gateway_pb2.Delta(text=item.text, token_ids=item.token_ids))
+    decision = item.routed.decision
+    final = gateway_pb2.Final(
+        finish_reason=convert.finish_reason_to_proto(item.finish_reason),
+        usage=convert.usage_to_proto(item.usage),
+        worker_id=decision.worker_id,
+        route_reason=_REASONS[decision.reason],
+        predicted_cached_tokens=decision.predicted_cached_tokens,
+        request_id=job.request_id,
+    )
+    if item.matched_stop is not None:
+        final.matched_stop = item.matched_stop
+    return gateway_pb2.GatewayResponse(final=final)
+
+
+def route_decision(job: Job, routed: Routed, chunk_size: int) -> gateway_pb2.RouteDecision:
+    """The dry run's answer: what was matched where, what was chosen and why."""
+    matches = routed.lookup.matches.values() if routed.lookup is not None else ()
+    return gateway_pb2.RouteDecision(
+        prompt_tokens=job.prompt_tokens,
+        full_chunks=routed.num_chunks,
+        chunk_size=chunk_size,
+        chosen_worker=routed.decision.worker_id,
+        reason=_REASONS[routed.decision.reason],
+        predicted_cached_tokens=routed.decision.predicted_cached_tokens,
+        matches=[
+            gateway_pb2.WorkerMatch(
+                worker_id=m.worker_id,
+                matched_chunks=m.chunks,
+                gpu_chunks=m.gpu_chunks,
+                cpu_chunks=m.cpu_chunks,
+                pending_chunks=m.pending_chunks,
+            )
+            for m in matches
+        ],
+    )
+
+
+def _prompt(request: gateway_pb2.GatewayRequest) -> PromptInput:
+    kind = request.WhichOneof("input")
+    if kind == "chat":
+        return ChatInput([{"role": m.role, "content": m.content} for m in request.chat.messages])
+    if kind == "prompt":
+        return TextInput(request.prompt)
+    if kind == "tokens" and request.tokens.ids:
+        return TokenInput(list(request.tokens.ids))
+    raise invalid("the request has no input: set prompt, chat or tokens", "input")
+
+
+def _sampling(msg: common_pb2.SamplingParams) -> dict[str, Any]:
+    fields: dict[str, Any] = {name: getattr(msg, name) for name in _OPTIONAL if msg.HasField(name)}
+    fields["max_tokens"] = msg.max_tokens or None
+    fields["stop_token_ids"] = tuple(msg.stop_token_ids)
+    fields["ignore_eos"] = msg.ignore_eos or None
+    return fields
+
+
+def _hint(request: gateway_pb2.GatewayRequest) -> CacheHint | None:
+    if not request.HasField("cache_hint"):
+        return None
+    try:
+        hint = convert.cache_hint_from_proto(request.cache_hint)
+    except ValueError as exc:
+        raise invalid(str(exc), "cache_hint") from exc
+    return hint if hint.active else None
+
+
+def _client_salt(salt: str) -> str:
+    """The client's own cache salt, bounded as on HTTP."""
+    if len(salt) > MAX_CLIENT_SALT_CHARS:
+        raise invalid(f"cache_salt has more than {MAX_CLIENT_SALT_CHARS} characters", "cache_salt")
+    return salt

@@ -1,0 +1,40 @@
+"""The in-flight bound over HTTP: an ASGI middleware that holds one of the gateway's in-flight slots
+(:class:`~kvgate.gateway.core.admission.InFlightGate`) for a generation's whole life, its stream
+included, and refuses with 503 + Retry-After when there is none."""
+
+from __future__ import annotations
+
+from starlette.datastructures import Headers
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from kvgate.gateway.core.spine import RequestCore
+from kvgate.gateway.errors import GatewayError
+from kvgate.gateway.http_api.auth import remember
+from kvgate.gateway.http_api.errors import anthropic_path, error_response
+
+GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages")
+
+
+class Admission:
+    """ASGI middleware: generation requests pass the gate for their whole life. The key is checked
+    first (from the headers alone), so a client without one never holds a slot."""
+
+    def __init__(self, app: ASGIApp, core: RequestCore) -> None:
+        self._app = app
+        self._core = core
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] != "http" or scope.get("method") != "POST" or not path.startswith(GENERATION_PATHS):
+            await self._app(scope, receive, send)
+            return
+        try:
+            remember(scope, self._core.authenticate(Headers(scope=scope), check_rate=False))
+            self._core.enter()
+        except GatewayError as refused:
+            await error_response(refused, anthropic_path(path))(scope, receive, send)
+            return
+        try:
+            await self._app(scope, receive, send)
+        finally:
+            self._core.leave()

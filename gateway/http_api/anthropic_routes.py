@@ -1,0 +1,34 @@
+"""``POST /v1/messages``, Anthropic-style: cache_control breakpoints pin prefixes for their TTL class,
+and usage separates cache reads from cache writes. A thin translation over the request core."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from kvgate.gateway.core.spine import RequestCore
+from kvgate.gateway.http_api import anthropic_events as events
+from kvgate.gateway.http_api.anthropic_prompt import anthropic_request
+from kvgate.gateway.http_api.anthropic_responses import MESSAGES_RESPONSES
+from kvgate.gateway.http_api.anthropic_schemas import MessagesRequest
+from kvgate.gateway.http_api.auth import HttpAuth
+from kvgate.gateway.http_api.streaming import collect, stream_response
+from kvgate.gateway.tenancy import Caller
+
+
+def build_anthropic_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/v1/messages", response_model=None, responses=MESSAGES_RESPONSES)
+    async def messages(
+        body: MessagesRequest, caller: Caller = Depends(auth)  # noqa: B008
+    ) -> JSONResponse | StreamingResponse:
+        job = await core.prepare(anthropic_request(body), caller)
+        mid, hint = f"msg_{job.request_id}", job.cache_hint
+        if not body.stream:
+            text, done = await collect(core.generate(job))
+            return JSONResponse(events.message(mid, body.model, text, done, hint))
+        render = events.renderer(mid, body.model, hint, job.prompt_tokens)
+        return await stream_response(core.generate(job), render, anthropic=True)
+
+    return router

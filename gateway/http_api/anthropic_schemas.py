@@ -1,0 +1,60 @@
+"""Request body of the Anthropic-style ``/v1/messages`` endpoint (text content, cache_control). Strict
+JSON types and no unknown fields, as Anthropic does (see :mod:`kvgate.gateway.http_api.body_types`)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from kvgate.gateway.http_api.body_types import U32_MAX, StrictBody, Text, TopK, TopP
+
+MAX_BREAKPOINTS = 4  # cache_control blocks per request, as Anthropic allows; each costs a tokenization
+
+
+class CacheControl(StrictBody):
+    type: Literal["ephemeral"]
+    ttl: Literal["5m", "1h"] = "5m"
+
+
+class TextBlock(StrictBody):
+    type: Literal["text"]
+    text: Text
+    cache_control: CacheControl | None = None
+
+
+class Message(StrictBody):
+    role: Literal["user", "assistant"]
+    content: Text | list[TextBlock] = Field(min_length=1)
+
+    def blocks(self) -> list[TextBlock]:
+        return [TextBlock(type="text", text=self.content)] if isinstance(self.content, str) else self.content
+
+
+class Metadata(StrictBody):
+    user_id: Annotated[Text, Field(max_length=256)] | None = None
+
+
+class MessagesRequest(StrictBody):
+    model: Text = Field(min_length=1)
+    max_tokens: Annotated[int, Field(ge=1, le=U32_MAX)]
+    messages: list[Message] = Field(min_length=1)
+    system: Text | list[TextBlock] | None = None
+    stop_sequences: list[Text] | None = None
+    temperature: Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)] | None = None
+    top_p: TopP | None = None
+    top_k: TopK | None = None
+    stream: bool = False
+    metadata: Metadata | None = None
+
+    @model_validator(mode="after")
+    def _few_breakpoints(self) -> MessagesRequest:
+        blocks = [*self.system_blocks(), *(b for m in self.messages for b in m.blocks())]
+        if sum(b.cache_control is not None for b in blocks) > MAX_BREAKPOINTS:
+            raise ValueError(f"at most {MAX_BREAKPOINTS} blocks may have cache_control")
+        return self
+
+    def system_blocks(self) -> list[TextBlock]:
+        if self.system is None:
+            return []
+        return [TextBlock(type="text", text=self.system)] if isinstance(self.system, str) else self.system

@@ -1,0 +1,60 @@
+"""The FastAPI application: routes, error format, body limit, health. Built once by the
+composition root from the services it is given."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from kvgate.gateway.core.spine import RequestCore
+from kvgate.gateway.http_api.admission import Admission
+from kvgate.gateway.http_api.anthropic_routes import build_anthropic_router
+from kvgate.gateway.http_api.auth import HttpAuth
+from kvgate.gateway.http_api.body_limit import BodyLimit
+from kvgate.gateway.http_api.dashboard import build_dashboard_router
+from kvgate.gateway.http_api.errors import install_error_handlers
+from kvgate.gateway.http_api.health import HEALTH_RESPONSES
+from kvgate.gateway.http_api.openai_routes import build_openai_router
+from kvgate.gateway.http_api.route_routes import build_route_router
+from kvgate.gateway.metrics import GatewayMetrics
+from kvgate.gateway.upstream.directory import WorkerDirectory
+
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+
+
+def create_app(
+    core: RequestCore, directory: WorkerDirectory, metrics: GatewayMetrics, lifespan: Lifespan | None = None
+) -> FastAPI:
+    """The HTTP front over ``core`` (whose in-flight gate and authenticator its gRPC front shares)."""
+    app = FastAPI(title="kvgate", version="0.1.0", lifespan=lifespan)
+    auth = HttpAuth(core)
+    install_error_handlers(app)
+    app.add_middleware(BodyLimit, max_bytes=core.settings.limits.max_body_bytes)
+    app.add_middleware(Admission, core=core)  # outermost: refuses before reading a body
+    app.include_router(build_openai_router(core, auth))
+    app.include_router(build_anthropic_router(core, auth))
+    app.include_router(build_dashboard_router(metrics, directory))
+    app.include_router(build_route_router(core, auth))
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def prometheus() -> Response:
+        """Prometheus exposition of this gateway's metrics."""
+        return Response(metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+    @app.get("/health", responses=HEALTH_RESPONSES)
+    async def health() -> JSONResponse:
+        """200 when at least one worker is routable (quarantined ones are a last resort, so they count),
+        else 503 (load balancers take it out)."""
+        live = len(directory.known())
+        body = {
+            "status": "ok" if live else "unavailable",
+            "workers": live,
+            "index_degraded": directory.degraded,
+        }
+        return JSONResponse(body, status_code=200 if live else 503)
+
+    return app

@@ -1,0 +1,128 @@
+"""``/v1/models``, ``/v1/chat/completions`` and ``/v1/completions``, OpenAI-compatible."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from kvgate.gateway.core.request import ChatInput, GenerateRequest, PromptInput, TextInput, TokenInput
+from kvgate.gateway.core.spine import RequestCore
+from kvgate.gateway.core.textgen import TextDelta, TextDone
+from kvgate.gateway.http_api import openai_format as fmt
+from kvgate.gateway.http_api.auth import HttpAuth
+from kvgate.gateway.http_api.openai_responses import (
+    ChatCompletion,
+    ModelList,
+    TextCompletion,
+    generation_responses,
+)
+from kvgate.gateway.http_api.openai_schemas import ChatCompletionRequest, CompletionRequest
+from kvgate.gateway.http_api.streaming import Events, collect, stream_response
+from kvgate.gateway.tenancy import Caller
+
+Renderer = Callable[[TextDelta | TextDone], list[bytes]]
+
+
+def openai_request(body: ChatCompletionRequest | CompletionRequest) -> GenerateRequest:
+    """The core's request for an OpenAI chat or completion body."""
+    prompt: PromptInput
+    if isinstance(body, ChatCompletionRequest):
+        prompt = ChatInput([{"role": m.role, "content": m.text()} for m in body.messages])
+        max_tokens = body.limit
+    else:
+        prompt = TextInput(body.prompt) if isinstance(body.prompt, str) else TokenInput(body.prompt)
+        max_tokens = body.max_tokens
+    sampling = {
+        "temperature": body.temperature,
+        "top_p": body.top_p,
+        "top_k": body.top_k,
+        "seed": body.seed,
+        "max_tokens": max_tokens,
+        "ignore_eos": body.ignore_eos or None,
+    }
+    return GenerateRequest(
+        body.model,
+        prompt,
+        sampling,
+        tuple(body.stop_list()),
+        cache_key=body.prompt_cache_key,
+        client_salt=body.cache_salt or "",
+    )
+
+
+async def _answer(
+    events: Events,
+    body: ChatCompletionRequest | CompletionRequest,
+    rid: str,
+    to_json: Callable[[str, str, str, TextDone], dict[str, Any]],
+    renderer: Callable[[str, str, bool], Renderer],
+) -> JSONResponse | StreamingResponse:
+    """The whole answer as JSON, or the stream as server-sent events."""
+    if not body.stream:
+        text, done = await collect(events)
+        return JSONResponse(to_json(rid, body.model, text, done))
+    usage = body.stream_options is not None and body.stream_options.include_usage
+    return await stream_response(events, renderer(rid, body.model, usage))
+
+
+def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
+    """The OpenAI endpoints, closed over the request core (no global state)."""
+    router = APIRouter(dependencies=[Depends(auth)])
+
+    @router.get("/v1/models", response_model=ModelList)
+    async def models() -> dict[str, Any]:
+        model = {"id": core.model_name, "object": "model", "created": 0, "owned_by": "kvgate"}
+        return {"object": "list", "data": [model]}
+
+    @router.post("/v1/chat/completions", response_model=None, responses=generation_responses(ChatCompletion))
+    async def chat(
+        body: ChatCompletionRequest, caller: Caller = Depends(auth)  # noqa: B008
+    ) -> JSONResponse | StreamingResponse:
+        job = await core.prepare(openai_request(body), caller)
+        rid = f"chatcmpl-{job.request_id}"
+        return await _answer(core.generate(job), body, rid, fmt.chat_response, _chat_renderer)
+
+    @router.post("/v1/completions", response_model=None, responses=generation_responses(TextCompletion))
+    async def completions(
+        body: CompletionRequest, caller: Caller = Depends(auth)  # noqa: B008
+    ) -> JSONResponse | StreamingResponse:
+        job = await core.prepare(openai_request(body), caller)
+        rid = f"cmpl-{job.request_id}"
+        return await _answer(core.generate(job), body, rid, fmt.completion_response, _completion_renderer)
+
+    return router
+
+
+def _chat_renderer(rid: str, model: str, include_usage: bool) -> Renderer:
+    started = [False]
+
+    def render(item: TextDelta | TextDone) -> list[bytes]:
+        out = []
+        if not started[0]:
+            started[0] = True
+            out.append(fmt.sse(fmt.chat_chunk(rid, model, {"role": "assistant", "content": ""})))
+        if isinstance(item, TextDelta):
+            if item.text:
+                out.append(fmt.sse(fmt.chat_chunk(rid, model, {"content": item.text})))
+            return out
+        out.append(fmt.sse(fmt.chat_chunk(rid, model, {}, item.finish_reason.value)))
+        if include_usage:
+            out.append(fmt.sse(fmt.usage_chunk(rid, model, "chat.completion.chunk", item.usage)))
+        return out
+
+    return render
+
+
+def _completion_renderer(rid: str, model: str, include_usage: bool) -> Renderer:
+    def render(item: TextDelta | TextDone) -> list[bytes]:
+        if isinstance(item, TextDelta):
+            return [fmt.sse(fmt.completion_chunk(rid, model, item.text))] if item.text else []
+        out = [fmt.sse(fmt.completion_chunk(rid, model, "", item.finish_reason.value))]
+        if include_usage:
+            out.append(fmt.sse(fmt.usage_chunk(rid, model, "text_completion", item.usage)))
+        return out
+
+    return render

@@ -1,0 +1,85 @@
+"""Running a generation for an HTTP handler: collect it, or stream it as server-sent events.
+
+The first event is awaited before the response starts, so a request that cannot be routed still gets
+a proper 4xx/5xx status; a failure after that ends the event stream with an error event (OpenAI: a
+data-only event with the error body; Anthropic: an ``error`` event).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from fastapi.responses import StreamingResponse
+
+from kvgate.gateway.core.textgen import TextDelta, TextDone
+from kvgate.gateway.errors import GatewayError
+from kvgate.gateway.http_api.errors import error_body
+from kvgate.gateway.http_api.openai_format import sse
+from kvgate.gateway.upstream.errors import UpstreamError
+
+log = logging.getLogger(__name__)
+
+Events = AsyncIterator[TextDelta | TextDone]
+
+
+def stream_content(events: Sequence[str] = ("message",)) -> dict[str, Any]:
+    """OpenAPI ``content`` of a streamed answer: server-sent events named ``events``, each carrying
+    one JSON document (or OpenAI's final ``[DONE]``) as its data. (Before OpenAPI 3.2, the schema of
+    ``text/event-stream`` describes one event.)"""
+    event = {
+        "type": "object",
+        "properties": {"event": {"enum": list(events)}, "data": {"type": "string"}},
+        "required": ["data"],
+    }
+    return {"text/event-stream": {"schema": event}}
+
+
+async def collect(events: Events) -> tuple[str, TextDone]:
+    """All the text and the final event of a generation."""
+    parts: list[str] = []
+    async with contextlib.aclosing(events) as items:
+        async for item in items:
+            if isinstance(item, TextDone):
+                return "".join(parts), item
+            parts.append(item.text)
+    raise UpstreamError("the generation ended without a final event")
+
+
+async def stream_response(
+    events: Events, render: Callable[[TextDelta | TextDone], list[bytes]], anthropic: bool = False
+) -> StreamingResponse:
+    """An SSE response whose events ``render`` makes from the text stream; raises the first error.
+    OpenAI's streams end with ``data: [DONE]``, Anthropic's with the renderer's ``message_stop``."""
+    first = await anext(events)
+    return StreamingResponse(
+        _body(first, events, render, anthropic),
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+async def _body(
+    first: TextDelta | TextDone, events: Events, render: Callable, anthropic: bool
+) -> AsyncIterator[bytes]:
+    async with contextlib.aclosing(events) as items:
+        try:
+            for chunk in render(first):
+                yield chunk
+            async for item in items:
+                for chunk in render(item):
+                    yield chunk
+        except UpstreamError as exc:
+            log.warning("stream failed: %s", exc)
+            yield _error_event(exc, anthropic)
+    if not anthropic:
+        yield sse("[DONE]")
+
+
+def _error_event(error: GatewayError, anthropic: bool) -> bytes:
+    if anthropic:
+        return f"event: error\ndata: {json.dumps(error_body(error, True), ensure_ascii=False)}\n\n".encode()
+    return sse(error_body(error))

@@ -1,0 +1,199 @@
+"""Embedded mode: the gateway's own :class:`MemoryPrefixIndex`, fed from each worker over gRPC.
+
+Without Redis, workers publish nowhere; instead, per worker address, one owner task here keeps the
+index true for that worker, in sessions:
+
+1. ``Stats`` -> the worker's registration record and load -> ``index.register``;
+2. ``SubscribeEvents``: the first message, a snapshot, is ``resync``-ed, every batch ``apply``-ed (a
+   later snapshot, sent when this gateway fell behind, is resynced too);
+3. meanwhile ``Stats`` every ``poll_s`` -> ``index.heartbeat`` with the load.
+
+A session ends on a refused write (GAP, unknown worker: a new session resubscribes and resyncs from the
+new snapshot), on a new epoch seen in ``Stats`` (the worker restarted: re-register), or when the worker
+cannot be reached or its stream ends (its incarnation is over): then that incarnation and all it held
+are dropped from the index at once (its holdings are unknown; ``deregister``, fenced by epoch) and
+reconnection is retried with capped backoff.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+import grpc
+
+from kvgate.common.grpc_options import CLIENT_OPTIONS
+from kvgate.common.grpc_tls import ChannelSecurity, TlsFiles
+from kvgate.index.base import PrefixIndex
+from kvgate.index.types import ApplyResult, IndexUnavailableError, StaleEpochError
+from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
+from kvgate.proto.workers import WorkerInfo, WorkerLoad
+
+log = logging.getLogger(__name__)
+
+
+class _ResubscribeError(Exception):
+    """The session must start over (refused write, new epoch); the worker itself is fine."""
+
+
+class _WorkerLostError(Exception):
+    """The worker's event stream ended: its incarnation is over."""
+
+
+@dataclass(slots=True)
+class FeedState:
+    """What the feed knows of one address: the incarnation last registered from it (None before the
+    first ``Stats``), whether its holdings are in the index now, and sessions started so far."""
+
+    info: WorkerInfo | None = None
+    synced: bool = False
+    sessions: int = 0
+
+
+class EventFeed:
+    """Owned by the gateway's composition root (embedded mode). :meth:`follow` starts one owner task
+    per address; :meth:`unfollow` and :meth:`close` cancel them and deregister their workers.
+
+    ``poll_s``: the Stats (heartbeat) period, well under the index's ``heartbeat_ttl_s``; ``retry_s``:
+    (first, most) seconds between reconnection attempts; ``rpc_timeout_s`` bounds each Stats call;
+    ``tls``: the workers' TLS (None: plaintext).
+    """
+
+    def __init__(
+        self,
+        index: PrefixIndex,
+        *,
+        poll_s: float = 1.0,
+        retry_s: tuple[float, float] = (0.1, 5.0),
+        rpc_timeout_s: float = 5.0,
+        options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS,
+        tls: TlsFiles | None = None,
+    ) -> None:
+        self._index = index
+        self._poll_s, self._retry_s, self._rpc_timeout_s = poll_s, retry_s, rpc_timeout_s
+        self._options = options
+        self._security = ChannelSecurity.of(tls)  # reads the TLS files now, not per connection
+        self._tasks: dict[str, asyncio.Task[None]] = {}
+        self.states: dict[str, FeedState] = {}
+
+    @property
+    def addresses(self) -> list[str]:
+        return sorted(self._tasks)
+
+    def follow(self, address: str) -> None:
+        """Starts following the worker at ``address`` (``host:port``). Idempotent."""
+        if address not in self._tasks:
+            self.states[address] = FeedState()
+            self._tasks[address] = asyncio.create_task(self._follow(address), name=f"kvgate-feed-{address}")
+
+    async def unfollow(self, address: str) -> None:
+        """Stops following ``address`` and deregisters its worker (it is gone for good)."""
+        task = self._tasks.pop(address, None)
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        state = self.states.pop(address, None)
+        if state is not None and state.info is not None:
+            with contextlib.suppress(IndexUnavailableError):
+                await self._index.deregister(state.info.worker_id, state.info.epoch)
+
+    async def close(self) -> None:
+        """Stops following every address. Idempotent."""
+        for address in list(self._tasks):
+            await self.unfollow(address)
+
+    # -- one owner task per address ---------------------------------------------------------------
+
+    async def _follow(self, address: str) -> None:
+        state = self.states[address]
+        delay = self._retry_s[0]
+        async with self._security.open(address, self._options) as channel:
+            stub = worker_pb2_grpc.KVWorkerStub(channel)
+            while True:
+                state.sessions += 1
+                try:
+                    await self._session(stub, state)
+                except _ResubscribeError as exc:
+                    log.info("worker at %s: resubscribing (%s)", address, exc)
+                except (grpc.aio.AioRpcError, _WorkerLostError, ValueError, IndexUnavailableError) as exc:
+                    await self._lost(address, state, exc)
+                except Exception as exc:  # a bug: keep the owner task alive, but say so loudly
+                    log.exception("event feed of %s failed unexpectedly", address)
+                    await self._lost(address, state, exc)
+                delay = self._retry_s[0] if state.synced else min(delay * 2, self._retry_s[1])
+                state.synced = False
+                await asyncio.sleep(delay)
+
+    async def _session(self, stub: worker_pb2_grpc.KVWorkerStub, state: FeedState) -> None:
+        """Registers the worker and runs its event stream and heartbeats until either fails."""
+        info, load = await self._stats(stub)
+        await self._register(info, load)
+        state.info = info
+        call = stub.SubscribeEvents(worker_pb2.SubscribeEventsRequest())
+        tasks = [
+            asyncio.create_task(self._consume(call, state)),
+            asyncio.create_task(self._heartbeats(stub, info)),
+        ]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                task.result()  # re-raises why the session ended
+        finally:
+            call.cancel()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _consume(self, call: grpc.aio.UnaryStreamCall, state: FeedState) -> None:
+        async for msg in call:
+            if msg.HasField("snapshot"):
+                _check(await self._index.resync(convert.snapshot_from_proto(msg.snapshot)))
+                state.synced = True
+            else:
+                _check(await self._index.apply(convert.event_batch_from_proto(msg.batch)))
+        raise _WorkerLostError("the worker ended its event stream")
+
+    async def _heartbeats(self, stub: worker_pb2_grpc.KVWorkerStub, registered: WorkerInfo) -> None:
+        while True:
+            await asyncio.sleep(self._poll_s)
+            info, load = await self._stats(stub)
+            if (info.worker_id, info.epoch) != (registered.worker_id, registered.epoch):
+                raise _ResubscribeError(f"{info.worker_id} epoch {info.epoch} replaced {registered.epoch}")
+            if not await self._index.heartbeat(info.worker_id, info.epoch, load):
+                raise _ResubscribeError(f"the index no longer knows {info.worker_id}")
+
+    async def _stats(self, stub: worker_pb2_grpc.KVWorkerStub) -> tuple[WorkerInfo, WorkerLoad]:
+        reply = await stub.Stats(worker_pb2.StatsRequest(), timeout=self._rpc_timeout_s)
+        return convert.worker_info_from_proto(reply.info), convert.worker_load_from_proto(reply.load)
+
+    async def _register(self, info: WorkerInfo, load: WorkerLoad) -> None:
+        try:
+            await self._index.register(info, load)
+        except StaleEpochError as exc:
+            raise _ResubscribeError(str(exc)) from exc  # an older incarnation still answering: wait
+
+    async def _lost(self, address: str, state: FeedState, exc: Exception) -> None:
+        """The worker is unreachable or its incarnation ended: drop it and all it held from the index.
+
+        Fenced by epoch (``deregister``, not ``purge``): a worker restarted elsewhere under a new epoch
+        and followed at its new address must not lose its entry to the old address's feed."""
+        level = logging.WARNING if state.synced else logging.DEBUG  # once per loss, not per retry
+        log.log(level, "worker at %s lost (%s); dropping it and reconnecting", address, _describe(exc))
+        if state.info is not None:
+            with contextlib.suppress(IndexUnavailableError):
+                await self._index.deregister(state.info.worker_id, state.info.epoch)
+            state.info = None
+
+
+def _check(result: ApplyResult) -> None:
+    if not result.ok:
+        raise _ResubscribeError(f"the index answered {result.status.value}")
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, grpc.aio.AioRpcError):
+        return f"{exc.code().name}: {exc.details()}"
+    return repr(exc)

@@ -1,0 +1,105 @@
+"""The router with a real index: bursts stay together, unrelated load spreads, a dead index falls
+back to load, and in-flight work is accounted until prefill is done."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import numpy as np
+import pytest
+
+from kvgate.common.clock import SystemClock
+from kvgate.gateway.routing import RouteReason, get_policy
+from kvgate.gateway.routing.router import Router
+from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
+from kvgate.proto.hashing import HashRoot, chunk_hashes
+from kvgate.proto.ids import WorkerId
+from kvgate.proto.layout import DEFAULT_CHUNK_SIZE as CHUNK
+from tests.index.conftest import drop_namespace
+from tests.index.helpers import LOAD, info
+from tests.support.redis_server import free_port
+
+ROOT = HashRoot(b"", "m").digest()
+WORKERS = [WorkerId(f"worker-{i}") for i in range(4)]
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def index(request: pytest.FixtureRequest) -> AsyncIterator[PrefixIndex]:
+    settings = IndexSettings(namespace=f"kvgate-test-{uuid.uuid4().hex[:12]}", timeout_s=2)
+    if request.param == "memory":
+        idx: PrefixIndex = MemoryPrefixIndex(settings, SystemClock())
+    else:
+        url = request.getfixturevalue("redis_url")
+        idx = RedisPrefixIndex(redis_client(url, settings), settings, SystemClock())
+    for worker in WORKERS:
+        await idx.register(info(worker), LOAD.__class__())
+    yield idx
+    await idx.close()
+    if request.param == "redis":
+        await drop_namespace(request.getfixturevalue("redis_url"), settings.namespace)
+
+
+def prompt(seed: int, tokens: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 50_000, tokens).astype(np.uint32)
+
+
+def router_for(index: PrefixIndex) -> Router:
+    return Router(index, get_policy("kvgate"), get_policy("least_loaded"), CHUNK, 2, SystemClock())
+
+
+async def test_a_burst_of_one_new_prefix_lands_on_one_worker_while_other_load_spreads(
+    index: PrefixIndex,
+) -> None:
+    router = router_for(index)
+    workers = await index.workers()
+    await asyncio.gather(*(index.workers() for _ in range(40)))  # warm connections: real concurrency
+    shared = prompt(0, 4096 + 50)  # 32 full chunks, then a 50-token tail
+    burst = [(chunk_hashes(shared, ROOT, CHUNK), len(shared)) for _ in range(20)]
+    others = [(chunk_hashes(p, ROOT, CHUNK), len(p)) for p in (prompt(s, 4096) for s in range(1, 7))]
+    jobs = [*burst[:10], *others[:3], *burst[10:], *others[3:]]  # interleaved, all at once
+
+    routed = await asyncio.gather(
+        *(router.route(h, n, workers, request_key=i) for i, (h, n) in enumerate(jobs))
+    )
+
+    burst_workers = Counter(r.decision.worker_id for r, job in zip(routed, jobs, strict=True) if job in burst)
+    assert len(burst_workers) == 1, burst_workers
+    decisions = [r.decision for r, job in zip(routed, jobs, strict=True) if job in burst]
+    leaders = [d for d in decisions if d.reason is not RouteReason.CACHE_HIT]
+    assert len(leaders) == 1  # whichever decided first; the 19 others follow it
+    assert all(d.predicted_cached_tokens == 4096 for d in decisions if d is not leaders[0])
+    other_workers = {r.decision.worker_id for r, job in zip(routed, jobs, strict=True) if job in others}
+    assert len(other_workers) >= 3  # spread by queue, not piled onto the burst's worker
+
+
+async def test_inflight_tokens_are_counted_until_prefill_is_done(index: PrefixIndex) -> None:
+    router = router_for(index)
+    workers = await index.workers()
+    first = await router.route(chunk_hashes(prompt(1, 2048), ROOT, CHUNK), 2048, workers, request_key=0)
+    busy = first.decision.worker_id
+    assert router.inflight_tokens(busy) == 2048
+
+    second = await router.route(chunk_hashes(prompt(2, 2048), ROOT, CHUNK), 2048, workers, request_key=0)
+    assert second.decision.worker_id != busy  # the first one's prefill is still queued there
+
+    router.prefill_done(first)
+    router.prefill_done(first)  # idempotent
+    assert router.inflight_tokens(busy) == 0
+
+
+async def test_an_unavailable_index_falls_back_to_load(index: PrefixIndex) -> None:
+    workers = await index.workers()
+    settings = IndexSettings(timeout_s=0.05)
+    down = RedisPrefixIndex(
+        redis_client(f"redis://127.0.0.1:{free_port()}/0", settings), settings, SystemClock()
+    )
+    router = Router(down, get_policy("kvgate"), get_policy("least_loaded"), CHUNK, 2, SystemClock())
+    hashes = chunk_hashes(prompt(0, 1024), ROOT, CHUNK)
+    routed = [await router.route(hashes, 1024, workers, i) for i in range(4)]
+    assert all(r.degraded and r.decision.reason is RouteReason.FALLBACK for r in routed)
+    assert all(r.decision.predicted_cached_tokens == 0 for r in routed)
+    assert len({r.decision.worker_id for r in routed}) == 4  # least loaded, counting in-flight work
+    await down.close()

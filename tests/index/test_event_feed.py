@@ -1,0 +1,107 @@
+"""The gateway's embedded-mode feed against real workers: it registers each worker from Stats, keeps it
+live from Stats polls, mirrors its events into the memory index, purges it when it goes away, and
+follows its next incarnation."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from kvgate.common.clock import SystemClock
+from kvgate.index import IndexSettings, MemoryPrefixIndex
+from kvgate.index.event_feed import EventFeed
+from kvgate.proto.ids import WorkerId
+from tests.support.real_workers import StartWorker
+from tests.workers.service.helpers import (
+    client,
+    eventually,
+    generate_request,
+    hashes_of,
+    prompt,
+    read_generation,
+)
+
+W = WorkerId("worker-0")
+
+
+@pytest.fixture
+def index() -> MemoryPrefixIndex:
+    return MemoryPrefixIndex(IndexSettings(heartbeat_ttl_s=5.0), SystemClock())
+
+
+@pytest.fixture
+async def feed(index: MemoryPrefixIndex) -> AsyncIterator[EventFeed]:
+    feed = EventFeed(index, poll_s=0.1, retry_s=(0.05, 0.2))
+    yield feed
+    await feed.close()
+
+
+async def test_the_feed_mirrors_a_worker_and_follows_its_restart(
+    start_worker: StartWorker, index: MemoryPrefixIndex, feed: EventFeed
+) -> None:
+    ids = prompt(300)
+    first = await start_worker(epoch=1)
+    address = first.info.address
+    feed.follow(address)
+    [status] = await eventually(index.workers)
+    assert status.info == first.info
+
+    async def heartbeat_moved() -> bool:
+        [now] = await index.workers()
+        return now.heartbeat_at_ms > status.heartbeat_at_ms
+
+    await eventually(heartbeat_moved)  # from the Stats polls
+    async with client(address) as stub:
+        await read_generation(stub.Generate(generate_request(ids, "r")))
+    await eventually(lambda: _holds(index, ids))
+
+    await first.stop()  # its event stream ends: the incarnation is over
+    await eventually(lambda: _gone(index, ids))
+
+    port = int(address.rsplit(":", 1)[1])
+    second = await start_worker(epoch=2, port=port)  # restarted in place, nothing cached
+    [status] = await eventually(index.workers)
+    assert status.info.epoch == 2
+    # Registration comes from a Stats poll, the holdings from the event stream's first snapshot:
+    # the two race, and the feed is synced once that snapshot is applied.
+    await eventually(lambda: feed.states[address].synced)
+    async with client(address) as stub:
+        again = await read_generation(stub.Generate(generate_request(ids, "r")))
+    assert again.usage.cached_tokens == 0
+    await eventually(lambda: _holds(index, ids))
+    assert second.info == status.info
+
+    await feed.unfollow(address)  # gone for good
+    assert await index.workers() == []
+    assert feed.addresses == []
+
+
+async def _holds(index: MemoryPrefixIndex, ids: list[int]) -> bool:
+    return (await index.lookup(hashes_of(ids))).chunks_for(W) == 2
+
+
+async def _gone(index: MemoryPrefixIndex, ids: list[int]) -> bool:
+    return await index.workers() == [] and (await index.lookup(hashes_of(ids))).matches == {}
+
+
+async def test_a_worker_restarted_elsewhere_keeps_its_entry_while_the_old_address_fails(
+    start_worker: StartWorker, index: MemoryPrefixIndex, feed: EventFeed
+) -> None:
+    ids = prompt(300)
+    old = await start_worker(epoch=1)
+    feed.follow(old.info.address)
+    await eventually(index.workers)
+    await old.stop()  # the old address stays followed until the cluster layer says otherwise
+
+    new = await start_worker(epoch=2)  # same slot, a new port (as a restarted Ray actor gets)
+    feed.follow(new.info.address)
+    async with client(new.info.address) as stub:
+        await read_generation(stub.Generate(generate_request(ids, "r")))
+    await eventually(lambda: _holds(index, ids))
+    retries = feed.states[old.info.address].sessions
+    await eventually(lambda: feed.states[old.info.address].sessions >= retries + 3)  # still failing
+    assert await _holds(index, ids)
+    assert [s.info for s in await index.workers()] == [new.info]
+    await feed.unfollow(old.info.address)
+    assert [s.info for s in await index.workers()] == [new.info]

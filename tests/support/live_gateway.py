@@ -1,0 +1,43 @@
+"""Shared fixture ``live``: a real gateway (HTTP on loopback) over scripted gRPC workers and the default
+model's tokenizer. Registered for every test by ``tests/conftest.py``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+
+from kvgate.common.clock import SystemClock
+from kvgate.common.tokenizer import Tokenizer
+from kvgate.gateway.compose import Gateway, build_gateway
+from kvgate.gateway.settings import GatewaySettings, Limits
+from kvgate.index import IndexSettings, MemoryPrefixIndex
+from kvgate.proto.ids import WorkerId
+from kvgate.proto.layout import CacheLayout
+from tests.support.http_server import serve
+from tests.support.scripted_worker import ScriptedWorker
+
+MODEL = "smollm2"
+CACHE = CacheLayout("HuggingFaceTB/SmolLM2-135M-Instruct")
+LIMITS = Limits(context_window=4096, max_output_tokens=512, max_body_bytes=256 * 1024, request_timeout_s=30)
+
+
+@dataclass
+class LiveGateway:
+    url: str
+    gateway: Gateway
+    workers: list[ScriptedWorker]
+    index: MemoryPrefixIndex
+
+
+@pytest.fixture
+async def live(tokenizer: Tokenizer) -> AsyncIterator[LiveGateway]:
+    index = MemoryPrefixIndex(IndexSettings(), SystemClock())
+    workers = [await ScriptedWorker(WorkerId(f"w{i}"), CACHE, index).start() for i in range(2)]
+    settings = GatewaySettings(model_name=MODEL, cache=CACHE, limits=LIMITS)
+    gateway = build_gateway(settings, index, tokenizer, refresh_s=0.2)
+    async with serve(gateway.app) as url:
+        yield LiveGateway(url, gateway, workers, index)
+    for worker in workers:
+        await worker.stop()

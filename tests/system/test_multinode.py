@@ -1,0 +1,180 @@
+"""Multi-node for real: a two-node Ray cluster on loopback (``ray start --head``, then ``ray start
+--address`` with its own resources), ``kvgate workers`` placing one worker on each node, and two
+``kvgate gateway`` processes sharing one Redis: a prefix warmed through gateway A is a hit through B."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import psutil
+import pytest
+
+from kvgate.common.clock import SystemClock
+from kvgate.index import IndexSettings, RedisPrefixIndex, redis_client
+from tests.support.redis_server import RedisServer, free_port
+from tests.system.up_process import cmdline, wait_for
+
+pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.redis]
+# Loopback test cluster: no token auth between the two local nodes.
+ENV = os.environ | {
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "RAY_AUTH_MODE": "disabled",
+    "KVGATE_HASH_SECRET": "multinode-test",
+}
+SYSTEM = "You route requests to the worker that holds their prefix. " * 5  # ~300 byte-level tokens
+
+
+def model_args(model: Path) -> list[str]:
+    return ["--model", str(model), "--model-name", "tiny", "--model-id", "tiny", "--max-model-len", "512"]
+
+
+@contextlib.contextmanager
+def ray_cluster() -> Iterator[str]:
+    """A head node and a second node on loopback, one CPU each; yields the head's address."""
+    temp = tempfile.mkdtemp(prefix="kvr-", dir="/tmp")
+    port = free_port()
+    head = [
+        "ray",
+        "start",
+        "--head",
+        f"--port={port}",
+        "--num-cpus=1",
+        f"--temp-dir={temp}",
+        "--include-dashboard=false",
+        "--disable-usage-stats",
+    ]
+    second = ["ray", "start", f"--address=127.0.0.1:{port}", "--num-cpus=1", '--resources={"second":1}']
+    try:
+        subprocess.run(head, env=ENV, check=True, capture_output=True, timeout=120)
+        subprocess.run(second, env=ENV, check=True, capture_output=True, timeout=120)
+        yield f"127.0.0.1:{port}"
+    finally:
+        stop_cluster(temp)
+
+
+def stop_cluster(temp: str) -> None:
+    """Ends the processes of this cluster only (both nodes' share its temp dir); `ray stop` would end
+    every Ray cluster of the user on the machine."""
+    ours = [p for p in psutil.process_iter() if temp in " ".join(cmdline(p))]
+    for p in ours:
+        with contextlib.suppress(psutil.Error):
+            p.terminate()
+    _, alive = psutil.wait_procs(ours, timeout=15)
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    leftover = [" ".join(cmdline(p)) for p in psutil.process_iter() if temp in " ".join(cmdline(p))]
+    assert not leftover, leftover
+
+
+@contextlib.contextmanager
+def kvgate(*args: str) -> Iterator[subprocess.Popen[str]]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "kvgate.cli.main", *args],
+        env=ENV,
+        text=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def live_workers(redis_url: str) -> list:
+    async def read() -> list:
+        settings = IndexSettings(timeout_s=2)
+        index = RedisPrefixIndex(redis_client(redis_url, settings), settings, SystemClock())
+        try:
+            return await index.workers()
+        finally:
+            await index.close()
+
+    return asyncio.run(read())
+
+
+def healthy(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/health", timeout=2).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def chat(url: str, question: str) -> dict:
+    body = {
+        "model": "tiny",
+        "max_tokens": 4,
+        "temperature": 0,
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}],
+    }
+    reply = httpx.post(f"{url}/v1/chat/completions", json=body, timeout=60)
+    assert reply.status_code == 200, reply.text
+    return reply.json()
+
+
+def test_a_prefix_warmed_through_one_gateway_is_hit_through_another(
+    tiny_chat_model: Path, private_redis: RedisServer
+) -> None:
+    redis_url = private_redis.url
+    with (
+        ray_cluster() as address,
+        kvgate(
+            "workers",
+            "--ray-address",
+            address,
+            "--workers",
+            "2",
+            "--redis-url",
+            redis_url,
+            *model_args(tiny_chat_model),
+            "--num-gpu-blocks",
+            "64",
+        ) as workers,
+    ):
+        wait_for(
+            lambda: len(live_workers(redis_url)) == 2,
+            180,
+            lambda: (
+                workers.stderr.read1(4096) if workers.poll() is not None else "workers not registered yet"
+            ),
+        )
+        nodes = {status.info.node_id for status in live_workers(redis_url)}
+        assert len(nodes) == 2  # one worker on each Ray node
+        url_a, url_b = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+        gateways = [
+            (
+                "gateway",
+                "--redis-url",
+                redis_url,
+                *model_args(tiny_chat_model),
+                "--port",
+                url.rsplit(":", 1)[1],
+                "--grpc-port",
+                str(free_port()),
+            )
+            for url in (url_a, url_b)
+        ]
+        with kvgate(*gateways[0]), kvgate(*gateways[1]):
+            wait_for(lambda: healthy(url_a) and healthy(url_b), 120)
+            first = chat(url_a, "Which worker holds this?")
+            second = chat(url_b, "And this one?")
+    assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
+    assert second["kvgate"]["route_reason"] == "cache_hit"
+    assert second["kvgate"]["worker"] == first["kvgate"]["worker"]
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= 128
