@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
+from kvgate.proto.layout import DEFAULT_BLOCK_SIZE
+
 
 @dataclass(frozen=True, slots=True)
 class PagedBatch:
@@ -44,7 +46,7 @@ def random_paged_batch(
     num_heads: int,
     num_kv_heads: int,
     head_dim: int,
-    block_size: int = 16,
+    block_size: int = DEFAULT_BLOCK_SIZE,
     dtype: torch.dtype = torch.float32,
     device: torch.device | str = "cpu",
     seed: int = 0,

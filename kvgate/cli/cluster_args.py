@@ -48,7 +48,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser, fixed_ports: bool = Fa
     parser.add_argument("--ray-address", help="join this Ray cluster (default: start a local one)")
     parser.add_argument("--cpus-per-worker", type=int, default=1, help="CPU mode: cores per worker")
     parser.add_argument("--num-gpu-blocks", type=int, default=kv.num_gpu_blocks,
-                        help="CPU mode: KV blocks per worker (16 tokens each)")  # fmt: skip
+                        help="CPU mode: KV blocks per worker (of --block-size tokens each)")  # fmt: skip
     parser.add_argument("--gpu-memory-fraction", type=float, default=kv.gpu_memory_fraction,
                         help="GPU mode: share of free GPU memory for KV blocks")  # fmt: skip
     parser.add_argument("--num-cpu-blocks", type=int, default=kv.num_cpu_blocks, help="offload tier blocks")
