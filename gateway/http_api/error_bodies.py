@@ -1,6 +1,6 @@
 """The error bodies, as OpenAPI sees them: OpenAI's ``{"error": {message, type, param, code}}`` and
-Anthropic's ``{"type": "error", "error": {type, message}}``. ``ApiError.response`` builds them; these
-models only document them, and the schemathesis test checks every answer against them."""
+Anthropic's ``{"type": "error", "error": {type, message}}``. ``errors.error_response`` builds them;
+these models only document them, and the schemathesis test checks every answer against them."""
 
 from __future__ import annotations
 
