@@ -63,17 +63,32 @@ def ray_cluster() -> Iterator[str]:
 
 def stop_cluster(temp: str) -> None:
     """Ends the processes of this cluster only (both nodes' share its temp dir); `ray stop` would end
-    every Ray cluster of the user on the machine."""
-    ours = [p for p in psutil.process_iter() if temp in " ".join(cmdline(p))]
-    for p in ours:
-        with contextlib.suppress(psutil.Error):
-            p.terminate()
-    _, alive = psutil.wait_procs(ours, timeout=15)
-    for p in alive:
-        with contextlib.suppress(psutil.Error):
-            p.kill()
-    leftover = [" ".join(cmdline(p)) for p in psutil.process_iter() if temp in " ".join(cmdline(p))]
+    every Ray cluster of the user on the machine. A process may start while others stop (a raylet
+    restarting an agent), so this repeats until none is left, and waits for each one it kills."""
+    for _ in range(3):
+        ours = _processes_of(temp)
+        if not ours:
+            return
+        for p in ours:
+            with contextlib.suppress(psutil.Error):
+                p.terminate()
+        _, alive = psutil.wait_procs(ours, timeout=15)
+        for p in alive:
+            with contextlib.suppress(psutil.Error):
+                p.kill()
+        psutil.wait_procs(alive, timeout=15)
+    leftover = [" ".join(cmdline(p)) for p in _processes_of(temp)]
     assert not leftover, leftover
+
+
+def _processes_of(temp: str) -> list[psutil.Process]:
+    """Live (not zombie) processes whose command line names ``temp``."""
+    found = []
+    for p in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if temp in " ".join(cmdline(p)) and p.status() != psutil.STATUS_ZOMBIE:
+                found.append(p)
+    return found
 
 
 @contextlib.contextmanager
