@@ -21,7 +21,7 @@ rule is written here once and nowhere else:
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import xxhash
 
@@ -81,15 +81,14 @@ class CacheLayout:
     """Deployment-wide cache layout. Validated on construction; immutable.
 
     ``model_id`` and ``secret`` (per deployment) seed every chunk hash; ``chunk_size`` is a multiple of
-    ``block_size``; ``ttl_s`` is the default TTL of a cached block; ``kv`` the model's KV geometry
-    where it is known (None on the gateway).
+    ``block_size``; ``kv`` is the model's KV geometry where it is known (a worker, once it has loaded
+    the model: :meth:`with_kv`), None on the gateway.
     """
 
     model_id: str
     secret: bytes = b""
     chunk_size: int = DEFAULT_CHUNK_SIZE
     block_size: int = DEFAULT_BLOCK_SIZE
-    ttl_s: float = DEFAULT_TTL_S
     kv: KVGeometry | None = None
 
     def __post_init__(self) -> None:
@@ -101,8 +100,10 @@ class CacheLayout:
             raise ValueError(
                 f"chunk_size ({self.chunk_size}) must be a multiple of block_size ({self.block_size})"
             )
-        if self.ttl_s < 0:
-            raise ValueError("ttl_s must be >= 0")
+
+    def with_kv(self, kv: KVGeometry) -> CacheLayout:
+        """This layout with the model's KV geometry (the fingerprint is unchanged)."""
+        return replace(self, kv=kv)
 
     @property
     def blocks_per_chunk(self) -> int:
@@ -152,7 +153,7 @@ class CacheLayout:
         """32 hex chars; equal iff version, model id, chunk size, block size and secret are equal.
 
         The secret enters only through its own digest, so the fingerprint can be logged and
-        exchanged in the clear. TTLs and the KV geometry do not change hashes, so they stay out.
+        exchanged in the clear. The KV geometry does not change hashes, so it stays out.
         """
         fields = {
             "model_id": self.model_id,

@@ -67,7 +67,8 @@ class LLMEngine:
         _check_model(config, model)
         self.config, self.publisher = config, publisher
         self._clock = clock or SystemClock()
-        device, bs, kv = config.torch_device, config.block_size, model.config.kv_geometry(config.dtype)
+        self.layout = config.cache.with_kv(model.config.kv_geometry(config.dtype))
+        device, bs, kv = config.torch_device, config.block_size, self.layout.kv
         fraction = config.gpu_memory_fraction or 1.0
         num_gpu = config.num_gpu_blocks or blocks_for_fraction(kv, bs, device, fraction)
         self.max_model_len = _max_model_len(config, model.config, num_gpu)

@@ -120,9 +120,7 @@ class WorkerServer:
         configured one)."""
         if config.metrics_port is None:
             return config.metrics_address
-        model = self.engine.runner.model
-        kv = model.config.kv_geometry(config.engine.dtype)
-        block_bytes = kv_cache_bytes_per_block(kv, config.engine.block_size)
+        block_bytes = kv_cache_bytes_per_block(self.engine.layout.kv, config.engine.block_size)
         self.metrics = MetricsEndpoint(WorkerCollector(config.worker_id, lambda: loop.stats, block_bytes))
         endpoint = self.metrics
         ports = config.candidate_ports(config.metrics_port)
