@@ -8,6 +8,7 @@ Every mutation and every lookup is one Lua script, so each is atomic and costs o
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Awaitable, Sequence
 from itertools import chain
 from typing import TypeVar
@@ -21,6 +22,8 @@ from redis.retry import Retry
 
 from kvgate.common.clock import Clock
 from kvgate.index.codec import (
+    BadRecords,
+    RecordError,
     decode_info,
     decode_load,
     encode_info,
@@ -45,6 +48,7 @@ from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, WorkerId
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 _UNAVAILABLE = (TimeoutError, RedisTimeout, RedisConnectionError, BusyLoadingError, OSError)
 
 
@@ -69,6 +73,7 @@ class RedisPrefixIndex:
         self._clock = clock
         self._ns = settings.namespace
         self._scripts = IndexScripts()
+        self._bad_records = BadRecords(log)
 
     async def start(self, timeout_s: float = 5.0) -> None:
         """Loads the scripts (waiting up to ``timeout_s`` for Redis); raises IndexUnavailableError."""
@@ -98,11 +103,23 @@ class RedisPrefixIndex:
         pipe.zrangebyscore(f"{self._ns}:live", f"({self._clock.now_ms()}", "+inf", withscores=True)
         infos, loads, live = await self._bounded(pipe.execute())
         ttl_ms = round(self._settings.heartbeat_ttl_s * 1000)
-        return [
-            WorkerStatus(decode_info(infos[wid]), decode_load(loads.get(wid)), int(d), int(d) - ttl_ms)
-            for wid, d in sorted(live)
-            if wid in infos
-        ]
+        found = [self._status(w, infos.get(w), loads.get(w), int(d), ttl_ms) for w, d in sorted(live)]
+        return [status for status in found if status is not None]
+
+    def _status(self, wid: str, info: str | None, load: str | None, expires_ms: int, ttl_ms: int
+                ) -> WorkerStatus | None:  # fmt: skip
+        """A live worker's status, or None (skipped) when its records do not decode: one warning
+        per bad record, however often it is read."""
+        if info is None:
+            return None
+        try:
+            decoded = decode_info(info)
+            if decoded.worker_id != wid:
+                raise RecordError(f"the record of {wid!r} names worker {decoded.worker_id!r}")
+            return WorkerStatus(decoded, decode_load(load), expires_ms, expires_ms - ttl_ms)
+        except RecordError as exc:
+            self._bad_records.warn(wid, (info, load), exc)
+            return None
 
     # -- events ----------------------------------------------------------------------------
 

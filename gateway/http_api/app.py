@@ -49,11 +49,12 @@ def create_app(
     async def health() -> JSONResponse:
         """200 when at least one worker is routable (quarantined ones are a last resort, so they count),
         else 503 (load balancers take it out)."""
-        live = len(directory.known())
+        live, stale = len(directory.known()), directory.stale
         body = {
-            "status": "ok" if live else "unavailable",
+            "status": ("degraded" if stale else "ok") if live else "unavailable",
             "workers": live,
             "index_degraded": directory.degraded,
+            "discovery_stale": stale,
         }
         return JSONResponse(body, status_code=200 if live else 503)
 

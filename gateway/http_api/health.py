@@ -8,9 +8,10 @@ from pydantic import BaseModel
 
 
 class HealthBody(BaseModel):
-    status: Literal["ok", "unavailable"]
+    status: Literal["ok", "degraded", "unavailable"]  # degraded: discovery is stale, workers still served
     workers: int  # routable workers
     index_degraded: bool  # the prefix index is unreachable: routing by load alone
+    discovery_stale: bool  # the worker list has not been refreshed for several periods
 
 
 HEALTH_RESPONSES: dict[int | str, dict[str, Any]] = {

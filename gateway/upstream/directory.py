@@ -20,7 +20,9 @@ class WorkerDirectory:
 
     When the index is unavailable the last known list is kept (``degraded`` is True), so requests
     keep flowing on load-based routing. A worker whose fingerprint differs is refused (listed in
-    ``rejected``) instead of silently routing with a hit rate of zero.
+    ``rejected``) instead of silently routing with a hit rate of zero. :meth:`run` survives any
+    failure of a refresh (logged, then retried); :attr:`stale` says when the list has not been
+    refreshed for several periods.
     """
 
     def __init__(
@@ -38,6 +40,7 @@ class WorkerDirectory:
         self._quarantine: dict[WorkerId, tuple[float, Epoch | None]] = {}  # until, incarnation
         self.rejected: dict[WorkerId, str] = {}
         self.degraded = False
+        self._refreshed_at = monotonic()
 
     def known(self) -> list[WorkerStatus]:
         """Every worker of the last refresh, quarantined ones included (no I/O)."""
@@ -64,6 +67,7 @@ class WorkerDirectory:
             self.degraded = True
             return
         self.degraded = False
+        self._refreshed_at = self._now()
         self._workers = [s for s in statuses if self._accept(s)]
         now, epochs = self._now(), {w.info.worker_id: w.info.epoch for w in self._workers}
         # a quarantine ends when it expires, or when the worker restarted (a new incarnation)
@@ -72,12 +76,21 @@ class WorkerDirectory:
             if until > now and epochs.get(w, epoch) == epoch
         }  # fmt: skip
 
+    @property
+    def stale(self) -> bool:
+        """No refresh has succeeded for three periods (and at least 5 s): the list may be out of date."""
+        return self._now() - self._refreshed_at > max(3 * self._refresh_s, 5.0)
+
     async def run(self, after_refresh: Callable[[], Awaitable[None]] | None = None) -> None:
-        """Refreshes forever, awaiting ``after_refresh`` after each refresh; cancel the task to stop."""
+        """Refreshes forever, awaiting ``after_refresh`` after each refresh; cancel the task to stop.
+        A refresh that fails unexpectedly is logged and retried next period: discovery never ends."""
         while True:
-            await self.refresh()
-            if after_refresh is not None:
-                await after_refresh()
+            try:
+                await self.refresh()
+                if after_refresh is not None:
+                    await after_refresh()
+            except Exception:
+                log.exception("worker discovery failed; retrying in %.1f s", self._refresh_s)
             await asyncio.sleep(self._refresh_s)
 
     def _accept(self, status: WorkerStatus) -> bool:
