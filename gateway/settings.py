@@ -8,7 +8,7 @@ from kvgate.common.grpc_tls import TlsFiles
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.tenancy import KeyRing
 from kvgate.index.settings import IndexSettings
-from kvgate.proto.layout import CacheLayout
+from kvgate.proto.layout import TTL_CLASSES, CacheLayout
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,11 +22,15 @@ class Limits:
     max_stop_strings: int = 8
     max_stop_chars: int = 256
     request_timeout_s: float = 600.0
+    max_cache_ttl_s: int = TTL_CLASSES["1h"]  # the longest a request may pin a prefix for
 
     def __post_init__(self) -> None:
-        for name in ("context_window", "max_output_tokens", "max_body_bytes", "max_messages"):
+        for name in _POSITIVE:
             if getattr(self, name) <= 0:
                 raise ValueError(f"limits.{name} must be positive")
+
+
+_POSITIVE = ("context_window", "max_output_tokens", "max_body_bytes", "max_messages", "max_cache_ttl_s")
 
 
 @dataclass(frozen=True, slots=True)

@@ -57,6 +57,13 @@ class JobBuilder:
         except ValueError as exc:
             raise invalid(str(exc)) from exc
 
+    def check_hint(self, hint: CacheHint | None) -> None:
+        """INVALID_REQUEST for a pinned prefix kept longer than the gateway allows."""
+        cap = self._settings.limits.max_cache_ttl_s
+        if hint is not None and hint.ttl_s is not None and hint.ttl_s > cap:
+            raise invalid(f"cache_hint.ttl_s is {hint.ttl_s}; a prefix may be kept for at most {cap} s",
+                          "cache_hint")  # fmt: skip
+
     def charge(self, caller: Caller, tokens: int) -> None:
         """Takes ``tokens`` from the tenant's allowance: RATE_LIMITED past it, TOKENS_LIMITED when the
         request alone is more than a whole minute's."""

@@ -77,6 +77,7 @@ class RequestCore:
         if isinstance(request.prompt, ChatInput) and request.prompt.breakpoints:
             hint = await self._encoder.breakpoint_hint(ids, request.prompt.breakpoints)
         shared = await self._shared_prefix(request, caller, ids)
+        self._jobs.check_hint(hint)
         room = self._jobs.check_size(ids)
         sampling = self._jobs.sampling(request, len(ids), room)
         scope = cache_scope(caller, request.client_salt, shared, self.settings.cache)

@@ -12,12 +12,13 @@ from kvgate.gateway.errors import GatewayError
 from kvgate.gateway.http_api.auth import remember
 from kvgate.gateway.http_api.errors import anthropic_path, error_response
 
-GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages")
+# Generations, and the dry run (which tokenizes and looks the index up as they do).
+GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/route")
 
 
 class Admission:
-    """ASGI middleware: generation requests pass the gate for their whole life. The key is checked
-    first (from the headers alone), so a client without one never holds a slot."""
+    """ASGI middleware: generation requests (and dry runs) pass the gate for their whole life. The key
+    is checked first (from the headers alone), so a client without one never holds a slot."""
 
     def __init__(self, app: ASGIApp, core: RequestCore) -> None:
         self._app = app

@@ -21,6 +21,7 @@ from kvgate.gateway.upstream import calls
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.layout import CacheLayout
+from kvgate.proto.sampling import CacheHint
 from kvgate.workers.engine.intake import SequenceFactory
 from kvgate.workers.service.messages import engine_request
 
@@ -81,6 +82,20 @@ async def test_a_dry_run_charges_nothing_and_errors_are_domain_errors(tokenizer:
     with pytest.raises(GatewayError) as empty:
         await core.prepare(GenerateRequest("smollm2", TextInput("")), Caller())
     assert (empty.value.kind, empty.value.param) == (ErrorKind.INVALID_REQUEST, "prompt")
+
+
+@pytest.mark.parametrize(("ttl_s", "allowed"), [(300, True), (3600, True), (3601, False), (2**32 - 1, False)])
+async def test_a_prefix_is_pinned_for_at_most_the_configured_ttl(
+    tokenizer: Tokenizer, ttl_s: int, allowed: bool
+) -> None:
+    core = _core(tokenizer)
+    request = GenerateRequest("smollm2", TextInput(SYSTEM), cache_hint=CacheHint(256, ttl_s))
+    if allowed:
+        assert (await core.prepare(request, Caller())).cache_hint == CacheHint(256, ttl_s)
+        return
+    with pytest.raises(GatewayError, match="at most 3600 s") as refused:
+        await core.prepare(request, Caller())
+    assert (refused.value.kind, refused.value.param) == (ErrorKind.INVALID_REQUEST, "cache_hint")
 
 
 @pytest.mark.parametrize("kind", list(ErrorKind))

@@ -37,3 +37,18 @@ async def test_route_accepts_completion_bodies_and_rejects_bad_ones(live: LiveGa
     assert bad.status_code == 400
     assert bad.json()["error"]["param"] == "temperature"
     assert unknown.status_code == 404
+
+
+async def test_the_dry_run_is_inside_the_in_flight_bound(live: LiveGateway) -> None:
+    """It tokenizes and looks the index up as a generation does, so it takes a slot like one."""
+    gate = live.gateway.gate
+    while gate.try_enter():  # every slot taken
+        pass
+    body = {"model": MODEL, "prompt": "hello"}
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        full = await http.post("/v1/route", json=body)
+        gate.in_flight = 0
+        free = await http.post("/v1/route", json=body)
+    assert full.status_code == 503
+    assert full.json()["error"]["code"] == "overloaded"
+    assert free.status_code == 200
