@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import json
 
+from kvgate.cli.api_key import add_api_key_argument, auth_headers
 from kvgate.loadgen.report import summarize, table
 from kvgate.loadgen.runner import run as run_workload
 from kvgate.loadgen.workload import multi_turn, shared_prefix
@@ -28,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=600.0, help="stop sending after this many seconds")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true")
+    add_api_key_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,8 +39,11 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         requests = multi_turn(args.chats, args.turns, args.question_tokens, args.max_tokens, args.seed)
+    headers = auth_headers(args)
     outcomes, wall = asyncio.run(
-        run_workload(args.url, args.model, requests, args.concurrency, args.timeout, progress=not args.json)
+        run_workload(
+            args.url, args.model, requests, args.concurrency, args.timeout, not args.json, headers
+        )
     )
     summary = summarize(outcomes, wall)
     print(json.dumps(summary) if args.json else table(summary))

@@ -10,6 +10,8 @@ from typing import Any
 
 import httpx
 
+from kvgate.cli.api_key import add_api_key_argument, auth_headers
+
 HELP = "show the routing decision a gateway would make for a prompt or chat (dry run)"
 
 
@@ -21,6 +23,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     source.add_argument("--messages", type=Path, help="a JSON file with an OpenAI messages list")
     parser.add_argument("--prompt-cache-key")
     parser.add_argument("--json", action="store_true", help="print the raw answer")
+    add_api_key_argument(parser)
 
 
 def _body(args: argparse.Namespace) -> dict[str, Any]:
@@ -56,7 +59,8 @@ def render(answer: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        reply = httpx.post(f"{args.url.rstrip('/')}/v1/route", json=_body(args), timeout=30)
+        url, headers = f"{args.url.rstrip('/')}/v1/route", auth_headers(args)
+        reply = httpx.post(url, json=_body(args), headers=headers, timeout=30)
     except httpx.HTTPError as exc:
         print(f"kvgate explain: cannot reach {args.url}: {exc}", file=sys.stderr)
         return 1

@@ -35,9 +35,10 @@ async def run(
     concurrency: int,
     timeout_s: float,
     progress: bool = True,
+    headers: dict[str, str] | None = None,
 ) -> tuple[list[Outcome], float]:
     """All outcomes (in completion order) and the wall time. Requests not started before
-    ``timeout_s`` are not sent."""
+    ``timeout_s`` are not sent. ``headers`` go with every request (an API key)."""
     queue: asyncio.Queue[Request] = asyncio.Queue()
     for request in requests:
         queue.put_nowait(request)
@@ -45,7 +46,9 @@ async def run(
     start = time.monotonic()
     deadline = start + timeout_s
     limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url.rstrip("/"), limits=limits, timeout=timeout_s) as client:
+    async with httpx.AsyncClient(
+        base_url=url.rstrip("/"), limits=limits, timeout=timeout_s, headers=headers
+    ) as client:
         workers = [_worker(client, model, queue, outcomes, deadline) for _ in range(concurrency)]
         reporter = asyncio.create_task(_report(outcomes, len(requests))) if progress else None
         await asyncio.gather(*workers)

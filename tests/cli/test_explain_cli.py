@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 
 import httpx
 
+from kvgate.cli.api_key import API_KEY_ENV
+from kvgate.common.tokenizer import Tokenizer
+from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from tests.gateway.test_openai_api import LONG_SYSTEM
-from tests.support.live_gateway import MODEL, LiveGateway
+from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
 
 
-async def kvgate(*args: str) -> tuple[int, str, str]:
+async def kvgate(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -21,6 +25,7 @@ async def kvgate(*args: str) -> tuple[int, str, str]:
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if k != API_KEY_ENV} | (env or {}),
     )
     out, err = await proc.communicate()
     return proc.returncode, out.decode(), err.decode()
@@ -53,3 +58,25 @@ async def test_explain_reports_errors_and_unreachable_gateways(live: LiveGateway
     code, _, err = await kvgate("explain", "--url", "http://127.0.0.1:1", "--model", MODEL, "--prompt", "x")
     assert code == 1
     assert "cannot reach" in err
+
+
+async def test_explain_sends_the_api_key_from_the_environment_or_a_file(
+    tokenizer: Tokenizer, tmp_path: Path
+) -> None:
+    key = "kvg-explain-test-key"
+    ring = KeyRing([(hash_key(key), Tenant("acme"))])
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    args = ("explain", "--model", MODEL, "--prompt", "hello")
+    async with running_gateway(tokenizer, keys=ring) as gateway:
+        without = await kvgate(*args, "--url", gateway.url)
+        from_env = await kvgate(*args, "--url", gateway.url, env={API_KEY_ENV: key})
+        from_file = await kvgate(*args, "--url", gateway.url, "--api-key-file", str(key_file))
+        wrong = await kvgate(*args, "--url", gateway.url, env={API_KEY_ENV: "kvg-wrong"})
+    assert without[0] == 1
+    assert "401" in without[2]
+    assert from_env[0] == 0, from_env[2]
+    assert from_file[0] == 0, from_file[2]
+    assert "chosen:" in from_file[1]
+    assert wrong[0] == 1
+    assert "401" in wrong[2]

@@ -6,10 +6,12 @@ import asyncio
 import json
 import sys
 
+from kvgate.common.tokenizer import Tokenizer
+from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from kvgate.loadgen.report import summarize
 from kvgate.loadgen.runner import run
 from kvgate.loadgen.workload import multi_turn, shared_prefix
-from tests.support.live_gateway import MODEL, LiveGateway
+from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
 
 
 def test_shared_prefix_workload_interleaves_groups_over_identical_system_prompts() -> None:
@@ -77,3 +79,14 @@ async def test_errors_are_counted_not_raised(live: LiveGateway) -> None:
     summary = summarize(outcomes, wall)
     assert summary["errors"] == 2
     assert "404" in summary["error_samples"][0]
+
+
+async def test_the_benchmark_sends_its_api_key_with_every_request(tokenizer: Tokenizer) -> None:
+    key = "kvg-bench-test-key"
+    requests = shared_prefix(groups=1, per_group=2, system_tokens=16, question_tokens=8, max_tokens=2)
+    async with running_gateway(tokenizer, keys=KeyRing([(hash_key(key), Tenant("acme"))])) as gateway:
+        keyed = await run(gateway.url, MODEL, requests, 1, 30, progress=False,
+                          headers={"authorization": f"Bearer {key}"})  # fmt: skip
+        anonymous = await run(gateway.url, MODEL, requests, 1, 30, progress=False)
+    assert summarize(*keyed)["ok"] == 2
+    assert summarize(*anonymous)["errors"] == 2

@@ -1,10 +1,13 @@
 """Shared fixture ``live``: a real gateway (HTTP on loopback) over scripted gRPC workers and the default
-model's tokenizer. Registered for every test by ``tests/conftest.py``."""
+model's tokenizer. Registered for every test by ``tests/conftest.py``. :func:`running_gateway` starts
+the same with other settings (API keys, limits)."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
@@ -31,13 +34,22 @@ class LiveGateway:
     index: MemoryPrefixIndex
 
 
-@pytest.fixture
-async def live(tokenizer: Tokenizer) -> AsyncIterator[LiveGateway]:
+@contextlib.asynccontextmanager
+async def running_gateway(tokenizer: Tokenizer, **settings: Any) -> AsyncIterator[LiveGateway]:
+    """A gateway over two scripted workers, with ``settings`` on top of this module's defaults."""
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
     workers = [await ScriptedWorker(WorkerId(f"w{i}"), CACHE, index).start() for i in range(2)]
-    settings = GatewaySettings(model_name=MODEL, cache=CACHE, limits=LIMITS)
-    gateway = build_gateway(settings, index, tokenizer, refresh_s=0.2)
-    async with serve(gateway.app) as url:
-        yield LiveGateway(url, gateway, workers, index)
-    for worker in workers:
-        await worker.stop()
+    config = GatewaySettings(**({"model_name": MODEL, "cache": CACHE, "limits": LIMITS} | settings))
+    gateway = build_gateway(config, index, tokenizer, refresh_s=0.2)
+    try:
+        async with serve(gateway.app) as url:
+            yield LiveGateway(url, gateway, workers, index)
+    finally:
+        for worker in workers:
+            await worker.stop()
+
+
+@pytest.fixture
+async def live(tokenizer: Tokenizer) -> AsyncIterator[LiveGateway]:
+    async with running_gateway(tokenizer) as gateway:
+        yield gateway
