@@ -3,8 +3,8 @@ and usage separates cache reads from cache writes. A thin translation over the r
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
 
 from kvgate.gateway.core.spine import RequestCore
 from kvgate.gateway.http_api import anthropic_events as events
@@ -12,7 +12,7 @@ from kvgate.gateway.http_api.anthropic_prompt import anthropic_request
 from kvgate.gateway.http_api.anthropic_responses import MESSAGES_RESPONSES
 from kvgate.gateway.http_api.anthropic_schemas import MessagesRequest
 from kvgate.gateway.http_api.auth import HttpAuth
-from kvgate.gateway.http_api.streaming import collect, stream_response
+from kvgate.gateway.http_api.streaming import CLIENT_CLOSED_REQUEST, collect_while_connected, stream_response
 from kvgate.gateway.tenancy import Caller
 
 
@@ -21,13 +21,15 @@ def build_anthropic_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
 
     @router.post("/v1/messages", response_model=None, responses=MESSAGES_RESPONSES)
     async def messages(
-        body: MessagesRequest, caller: Caller = Depends(auth)  # noqa: B008
-    ) -> JSONResponse | StreamingResponse:
+        body: MessagesRequest, request: Request, caller: Caller = Depends(auth)  # noqa: B008
+    ) -> Response:
         job = await core.prepare(anthropic_request(body), caller)
         mid, hint = f"msg_{job.request_id}", job.cache_hint
         if not body.stream:
-            text, done = await collect(core.generate(job))
-            return JSONResponse(events.message(mid, body.model, text, done, hint))
+            answer = await collect_while_connected(core.generate(job), request)
+            if answer is None:
+                return Response(status_code=CLIENT_CLOSED_REQUEST)
+            return JSONResponse(events.message(mid, body.model, *answer, hint))
         render = events.renderer(mid, body.model, hint, job.prompt_tokens)
         return await stream_response(core.generate(job), render, anthropic=True)
 

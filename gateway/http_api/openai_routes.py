@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, Response
 
 from kvgate.gateway.core.request import ChatInput, GenerateRequest, PromptInput, TextInput, TokenInput
 from kvgate.gateway.core.spine import RequestCore
@@ -20,7 +20,12 @@ from kvgate.gateway.http_api.openai_responses import (
     generation_responses,
 )
 from kvgate.gateway.http_api.openai_schemas import ChatCompletionRequest, CompletionRequest
-from kvgate.gateway.http_api.streaming import Events, collect, stream_response
+from kvgate.gateway.http_api.streaming import (
+    CLIENT_CLOSED_REQUEST,
+    Events,
+    collect_while_connected,
+    stream_response,
+)
 from kvgate.gateway.tenancy import Caller
 
 Renderer = Callable[[TextDelta | TextDone], list[bytes]]
@@ -59,11 +64,14 @@ async def _answer(
     rid: str,
     to_json: Callable[[str, str, str, TextDone], dict[str, Any]],
     renderer: Callable[[str, str, bool], Renderer],
-) -> JSONResponse | StreamingResponse:
+    request: Request,
+) -> Response:
     """The whole answer as JSON, or the stream as server-sent events."""
     if not body.stream:
-        text, done = await collect(events)
-        return JSONResponse(to_json(rid, body.model, text, done))
+        answer = await collect_while_connected(events, request)
+        if answer is None:
+            return Response(status_code=CLIENT_CLOSED_REQUEST)
+        return JSONResponse(to_json(rid, body.model, *answer))
     usage = body.stream_options is not None and body.stream_options.include_usage
     return await stream_response(events, renderer(rid, body.model, usage))
 
@@ -79,19 +87,19 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
 
     @router.post("/v1/chat/completions", response_model=None, responses=generation_responses(ChatCompletion))
     async def chat(
-        body: ChatCompletionRequest, caller: Caller = Depends(auth)  # noqa: B008
-    ) -> JSONResponse | StreamingResponse:
+        body: ChatCompletionRequest, request: Request, caller: Caller = Depends(auth)  # noqa: B008
+    ) -> Response:
         job = await core.prepare(openai_request(body), caller)
         rid = f"chatcmpl-{job.request_id}"
-        return await _answer(core.generate(job), body, rid, fmt.chat_response, _chat_renderer)
+        return await _answer(core.generate(job), body, rid, fmt.chat_response, _chat_renderer, request)
 
     @router.post("/v1/completions", response_model=None, responses=generation_responses(TextCompletion))
     async def completions(
-        body: CompletionRequest, caller: Caller = Depends(auth)  # noqa: B008
-    ) -> JSONResponse | StreamingResponse:
+        body: CompletionRequest, request: Request, caller: Caller = Depends(auth)  # noqa: B008
+    ) -> Response:
         job = await core.prepare(openai_request(body), caller)
-        rid = f"cmpl-{job.request_id}"
-        return await _answer(core.generate(job), body, rid, fmt.completion_response, _completion_renderer)
+        rid, render = f"cmpl-{job.request_id}", _completion_renderer
+        return await _answer(core.generate(job), body, rid, fmt.completion_response, render, request)
 
     return router
 

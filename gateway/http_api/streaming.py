@@ -7,12 +7,14 @@ data-only event with the error body; Anthropic: an ``error`` event).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
+from fastapi import Request
 from fastapi.responses import StreamingResponse
 
 from kvgate.gateway.core.textgen import TextDelta, TextDone
@@ -24,6 +26,7 @@ from kvgate.gateway.upstream.errors import UpstreamError
 log = logging.getLogger(__name__)
 
 Events = AsyncIterator[TextDelta | TextDone]
+CLIENT_CLOSED_REQUEST = 499  # the status logged for an answer nobody was left to receive
 
 
 def stream_content(events: Sequence[str] = ("message",)) -> dict[str, Any]:
@@ -47,6 +50,31 @@ async def collect(events: Events) -> tuple[str, TextDone]:
                 return "".join(parts), item
             parts.append(item.text)
     raise UpstreamError("the generation ended without a final event")
+
+
+async def collect_while_connected(events: Events, request: Request) -> tuple[str, TextDone] | None:
+    """:func:`collect`, unless the client disconnects first: then the generation is closed (which
+    cancels the request on its worker and frees its KV blocks) and None is returned."""
+    work = asyncio.ensure_future(collect(events))
+    gone = asyncio.ensure_future(_client_gone(request))
+    try:
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        gone.cancel()
+    if work.done():
+        return work.result()
+    work.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await work
+    log.info("client disconnected before the answer; the request was cancelled")
+    return None
+
+
+async def _client_gone(request: Request) -> None:
+    """Returns when the client disconnects (the body was read already, so the next ASGI message is
+    the disconnect)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
 
 
 async def stream_response(

@@ -179,6 +179,26 @@ async def test_a_client_disconnect_mid_stream_aborts_the_worker(live: LiveGatewa
     assert not any(w.served for w in live.workers)
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+async def test_a_client_that_leaves_a_non_streaming_request_cancels_it_on_the_worker(
+    live: LiveGateway, path: str
+) -> None:
+    """The client gives up (its read timeout closes the connection) long before the answer: the
+    worker's call is cancelled within 2 s instead of running to max_tokens."""
+    for worker in live.workers:
+        worker.token_delay_s = 0.05  # 200 tokens: 10 s
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "A long story."}], "max_tokens": 200}
+    async with httpx.AsyncClient(base_url=live.url, timeout=httpx.Timeout(30, read=0.5)) as http:
+        with pytest.raises(httpx.ReadTimeout):
+            await http.post(path, json=body)
+    for _ in range(100):  # 2 s
+        if any(w.cancelled for w in live.workers):
+            break
+        await asyncio.sleep(0.02)
+    assert sum(len(w.cancelled) for w in live.workers) == 1
+    assert not any(w.served for w in live.workers)
+
+
 async def test_health_is_ok_with_workers(live: LiveGateway) -> None:
     async with httpx.AsyncClient(base_url=live.url) as http:
         reply = await http.get("/health")
