@@ -107,7 +107,7 @@ def _request_core(settings: GatewaySettings, tokenizer: Tokenizer, dispatcher: D
         settings,
         Authenticator(settings.keys, limiter),
         InFlightGate(settings.max_concurrent_requests),
-        PromptEncoder(tokenizer, settings.limits.max_messages),
+        PromptEncoder(tokenizer, settings.limits.max_messages, settings.limits.context_window),
         JobBuilder(settings, limiter),
         dispatcher,
         TextGenerator(dispatcher, tokenizer),

@@ -5,6 +5,7 @@ Token ids are uint32 numpy arrays, the layout ``kvgate.proto.hashing`` hashes wi
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +51,12 @@ class Tokenizer:
         }
         tokens = {name: self.backend.id_to_token(i) for name, i in ids.items() if i is not None}
         return {name: token for name, token in tokens.items() if token is not None}
+
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """The most characters one token's vocabulary entry has (added tokens included): a text of
+        ``n`` characters encodes to at least about ``n / max_token_chars`` tokens."""
+        return max(map(len, self.backend.get_vocab(with_added_tokens=True)), default=1)
 
     @property
     def vocab_size(self) -> int:

@@ -18,22 +18,42 @@ from kvgate.gateway.errors import invalid
 from kvgate.proto.layout import TTL_CLASSES
 from kvgate.proto.sampling import CacheHint
 
+# A normalizer may shrink text before it is cut into tokens (composing characters): keep a margin.
+_NORMALIZATION_MARGIN = 2
+
 
 class PromptEncoder:
     """Owned by the composition root; stateless, safe to share across requests."""
 
-    def __init__(self, tokenizer: Tokenizer, max_messages: int) -> None:
+    def __init__(self, tokenizer: Tokenizer, max_messages: int, context_window: int) -> None:
         self._tokenizer = tokenizer
         self._max_messages = max_messages
+        self._window = context_window
+        self._max_chars = context_window * tokenizer.max_token_chars * _NORMALIZATION_MARGIN
 
     async def encode(self, prompt: PromptInput) -> np.ndarray:
         """The token ids of ``prompt`` (uint32). INVALID_REQUEST for too many messages, messages the
-        chat template refuses, or token ids outside the vocabulary."""
+        chat template refuses, token ids outside the vocabulary, or a text so long that it cannot fit
+        the context window whatever its tokens (refused before it is tokenized: the cost of
+        tokenizing grows with the text, the answer would be the same)."""
+        self._check_length(prompt)
         if isinstance(prompt, ChatInput):
             return await self._chat(prompt.messages)
         if isinstance(prompt, TextInput):
             return await asyncio.to_thread(self._tokenizer.encode, prompt.text)
         return self._checked_ids(prompt.token_ids)
+
+    def _check_length(self, prompt: PromptInput) -> None:
+        if isinstance(prompt, ChatInput):
+            chars, param = sum(len(m["content"]) for m in prompt.messages), "messages"
+        elif isinstance(prompt, TextInput):
+            chars, param = len(prompt.text), "prompt"
+        else:
+            return  # token ids are counted exactly, as cheaply
+        if chars > self._max_chars:
+            message = (f"The prompt has {chars} characters: more than this model's maximum context length "
+                       f"of {self._window} tokens can hold.")  # fmt: skip
+            raise invalid(message, param, "context_length_exceeded")
 
     async def system_prefix(self, messages: ChatMessages, ids: np.ndarray) -> int:
         """Tokens of ``messages``' leading system messages within ``ids`` (their rendering): 0 when

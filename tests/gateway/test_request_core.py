@@ -15,7 +15,7 @@ from kvgate.gateway.errors import ErrorKind, GatewayError
 from kvgate.gateway.grpc_api.errors import status_of
 from kvgate.gateway.http_api.errors import error_body, http_status
 from kvgate.gateway.routing.types import Routed, RouteDecision, RouteReason
-from kvgate.gateway.settings import GatewaySettings
+from kvgate.gateway.settings import GatewaySettings, Limits
 from kvgate.gateway.tenancy import Caller, Tenant
 from kvgate.gateway.upstream import calls
 from kvgate.index import IndexSettings, MemoryPrefixIndex
@@ -30,9 +30,10 @@ READER = Tenant("acme", shared_namespaces=frozenset({"manual"}))
 SYSTEM = "You answer questions about the kvgate manual. " * 40  # several whole chunks
 
 
-def _core(tokenizer: Tokenizer):
+def _core(tokenizer: Tokenizer, limits: Limits | None = None):
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
-    return build_gateway(GatewaySettings("smollm2", LAYOUT), index, tokenizer).core
+    settings = GatewaySettings("smollm2", LAYOUT, limits=limits or Limits())
+    return build_gateway(settings, index, tokenizer).core
 
 
 def _worker_hashes(job, tokenizer: Tokenizer) -> list[bytes]:
@@ -115,3 +116,26 @@ _SERVER_SIDE = {
     ErrorKind.INTERNAL, ErrorKind.WORKER_FAILED, ErrorKind.UPSTREAM, ErrorKind.OVERLOADED,
     ErrorKind.NO_WORKERS, ErrorKind.DEADLINE,
 }  # fmt: skip
+
+
+async def test_a_text_too_long_for_any_tokenization_is_refused_before_tokenizing(
+    tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    core = _core(tokenizer, Limits(context_window=64))
+    encoded: list[int] = []
+    real_encode = tokenizer.encode
+
+    def counting(text: str, **options: bool):  # records each text the gateway tokenizes
+        encoded.append(len(text))
+        return real_encode(text, **options)
+
+    monkeypatch.setattr(tokenizer, "encode", counting)
+    bound = 64 * tokenizer.max_token_chars * 2
+    for text, refused_early in (("a " * (bound // 2 + 1), True), ("a " * 200, False)):
+        for prompt in (TextInput(text), ChatInput([{"role": "user", "content": text}])):
+            encoded.clear()
+            with pytest.raises(GatewayError) as refused:
+                await core.prepare(GenerateRequest("smollm2", prompt), Caller())
+            assert refused.value.code == "context_length_exceeded"
+            assert ("characters" in refused.value.message) is refused_early
+            assert (encoded == []) is refused_early
