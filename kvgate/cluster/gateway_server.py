@@ -44,7 +44,9 @@ async def serve_gateway(
 ) -> None:  # fmt: skip
     """Serves until ``stop`` is set, then shuts both fronts down (the HTTP app's lifespan included).
     ``ready`` (if given) receives the bound addresses once both listen; start errors propagate."""
-    grpc_server, bound_grpc = build_grpc_server(gateway.grpc_servicer(), f"{host}:{grpc_port}")
+    grpc_server, bound_grpc = build_grpc_server(
+        gateway.grpc_servicer(), f"{host}:{grpc_port}", gateway.settings.limits.max_body_bytes
+    )
     http = _Server(uvicorn.Config(gateway.app, host=host, port=port, log_level="warning", lifespan="on"))
     await grpc_server.start()
     task = asyncio.create_task(http.serve(), name="kvgate-gateway-http")

@@ -21,7 +21,8 @@ from tests.support.scripted_worker import Mode
 
 @pytest.fixture
 async def channel(live: LiveGateway) -> AsyncIterator[grpc.aio.Channel]:
-    server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0")
+    limit = live.gateway.settings.limits.max_body_bytes
+    server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", limit)
     await server.start()
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as chan:
         yield chan
@@ -105,6 +106,22 @@ async def test_bad_requests_are_statuses_with_messages(
         await generate(channel, req)
     assert err.value.code() is code
     assert err.value.details()
+
+
+async def test_one_body_limit_for_http_and_grpc(live: LiveGateway, channel: grpc.aio.Channel) -> None:
+    """A request message over the HTTP front's body limit is refused by gRPC before it is parsed;
+    one just under it gets as far as the context-window check."""
+    limit = live.gateway.settings.limits.max_body_bytes
+    over = gateway_pb2.GatewayRequest(model=MODEL, prompt="a" * limit)
+    under = gateway_pb2.GatewayRequest(model=MODEL, prompt="a" * (limit - 64))
+    assert over.ByteSize() > limit >= under.ByteSize()
+    with pytest.raises(grpc.aio.AioRpcError) as too_large:
+        await generate(channel, over)
+    with pytest.raises(grpc.aio.AioRpcError) as too_long:
+        await generate(channel, under)
+    assert too_large.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+    assert too_long.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+    assert "context length" in too_long.value.details()
 
 
 async def test_health_reflection_and_models(channel: grpc.aio.Channel) -> None:
