@@ -13,6 +13,7 @@ from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.index.event_feed import EventFeed
 from kvgate.proto.ids import WorkerId
 from tests.support.real_workers import StartWorker
+from tests.workers.model.conftest import one_torch_thread  # noqa: F401 -- autouse: a real engine runs here
 from tests.workers.service.helpers import (
     client,
     eventually,
