@@ -27,7 +27,7 @@ import xxhash
 
 from kvgate.proto.chain import ChainRoots
 from kvgate.proto.hashing import HashRoot
-from kvgate.proto.units import BlockCount, ChunkCount, TokenCount
+from kvgate.proto.units import TokenCount
 
 DEFAULT_CHUNK_SIZE = 128
 DEFAULT_BLOCK_SIZE = 16
@@ -36,7 +36,7 @@ TTL_CLASSES: dict[str, int] = {"5m": 300, "1h": 3600}
 DEFAULT_TTL_S = float(TTL_CLASSES["5m"])
 """Seconds a cached block lives after its last use when nothing pins it, in every tier."""
 _FINGERPRINT_VERSION = 1
-_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "float8_e4m3fn": 1}
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def reusable_tokens(prompt_tokens: int, block_size: int) -> TokenCount:
@@ -105,10 +105,6 @@ class CacheLayout:
         """This layout with the model's KV geometry (the fingerprint is unchanged)."""
         return replace(self, kv=kv)
 
-    @property
-    def blocks_per_chunk(self) -> int:
-        return self.chunk_size // self.block_size
-
     def root(self, adapter_id: str = "", cache_salt: str = "") -> HashRoot:
         """The hash root of one namespace (``cache_salt``) of this deployment."""
         return HashRoot(self.secret, self.model_id, adapter_id, cache_salt)
@@ -129,25 +125,6 @@ class CacheLayout:
     def whole_chunks(self, tokens: int) -> TokenCount:
         """``tokens`` rounded down to whole chunks (what a shared namespace can cover)."""
         return TokenCount(tokens // self.chunk_size * self.chunk_size)
-
-    def full_chunks(self, tokens: int) -> ChunkCount:
-        """Full chunks of a ``tokens``-token prompt: the ones that are hashed and indexed."""
-        return ChunkCount(tokens // self.chunk_size)
-
-    def blocks_for(self, tokens: int) -> BlockCount:
-        """KV blocks needed to hold ``tokens`` tokens (0 for 0)."""
-        return BlockCount(-(-tokens // self.block_size))
-
-    def reusable_tokens(self, prompt_tokens: int) -> TokenCount:
-        """See :func:`reusable_tokens`."""
-        return reusable_tokens(prompt_tokens, self.block_size)
-
-    def ttl_for(self, ttl_class: str) -> int:
-        """Seconds of a named TTL class; ValueError for an unknown name."""
-        try:
-            return TTL_CLASSES[ttl_class]
-        except KeyError:
-            raise ValueError(f"unknown TTL class {ttl_class!r}: use one of {sorted(TTL_CLASSES)}") from None
 
     def fingerprint(self) -> str:
         """32 hex chars; equal iff version, model id, chunk size, block size and secret are equal.

@@ -23,19 +23,18 @@ LAYOUT = CacheLayout("m", secret=b"s")
 def test_defaults_are_the_documented_ones() -> None:
     assert (DEFAULT_CHUNK_SIZE, DEFAULT_BLOCK_SIZE, DEFAULT_TTL_S) == (128, 16, 300.0)
     assert TTL_CLASSES == {"5m": 300, "1h": 3600}
-    assert (LAYOUT.chunk_size, LAYOUT.block_size, LAYOUT.blocks_per_chunk) == (128, 16, 8)
+    assert (LAYOUT.chunk_size, LAYOUT.block_size) == (128, 16)
 
 
 @pytest.mark.parametrize(
     ("prompt", "reusable"), [(0, 0), (1, 0), (16, 0), (17, 16), (32, 16), (33, 32), (1000, 992)]
 )
 def test_whole_blocks_before_the_last_prompt_token_are_reusable(prompt: int, reusable: int) -> None:
-    assert reusable_tokens(prompt, 16) == LAYOUT.reusable_tokens(prompt) == reusable
+    assert reusable_tokens(prompt, 16) == reusable
 
 
-def test_token_chunk_and_block_conversions() -> None:
-    assert (LAYOUT.full_chunks(255), LAYOUT.full_chunks(256)) == (1, 2)
-    assert (LAYOUT.whole_chunks(300), LAYOUT.blocks_for(0), LAYOUT.blocks_for(17)) == (256, 0, 2)
+def test_a_shared_part_covers_whole_chunks() -> None:
+    assert (LAYOUT.whole_chunks(127), LAYOUT.whole_chunks(300)) == (0, 256)
 
 
 def test_salt_to_root_with_and_without_a_shared_namespace() -> None:
@@ -49,12 +48,6 @@ def test_salt_to_root_with_and_without_a_shared_namespace() -> None:
         LAYOUT.roots("tenant", "docs", 100)
 
 
-def test_ttl_classes_by_name() -> None:
-    assert (LAYOUT.ttl_for("5m"), LAYOUT.ttl_for("1h")) == (300, 3600)
-    with pytest.raises(ValueError, match="unknown TTL class"):
-        LAYOUT.ttl_for("2h")
-
-
 def test_kv_geometry_counts_k_and_v_of_every_layer() -> None:
     kv = KVGeometry(num_layers=30, num_kv_heads=3, head_dim=64, dtype="bfloat16")
     assert kv.bytes_per_token == 2 * 30 * 3 * 64 * 2
@@ -63,7 +56,7 @@ def test_kv_geometry_counts_k_and_v_of_every_layer() -> None:
     assert with_kv.kv == kv
     assert with_kv.fingerprint() == LAYOUT.fingerprint()  # geometry does not change hashes
     with pytest.raises(ValueError, match="KV dtype"):
-        KVGeometry(1, 1, 1, "float64")
+        KVGeometry(1, 1, 1, "int8")  # not a KV dtype the engine runs (yet)
     with pytest.raises(ValueError, match="positive"):
         KVGeometry(0, 1, 1)
 
