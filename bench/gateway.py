@@ -18,6 +18,7 @@ import json
 import multiprocessing
 import os
 import platform
+import subprocess
 import sys
 import time
 import uuid
@@ -206,7 +207,7 @@ def markdown(report: dict) -> str:
     lines = [
         "# Gateway overhead benchmark",
         "",
-        f"Machine: {report['machine']}",
+        f"Machine: {report['machine']}; commit {report['commit']}; command `python bench/gateway.py`",
         "",
         "Per request, p50 / p99 in µs. *hash+route* = chunk hashing + index lookup + policy decision "
         "(the pending entry is written off the request path). 8 live workers; *focused*: 2 of them "
@@ -229,6 +230,16 @@ def markdown(report: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _commit() -> str:
+    """The checkout's commit, with ``+dirty`` when it has uncommitted changes (results name it)."""
+    def git(*args: str) -> str:
+        root = Path(__file__).resolve().parents[1]
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
+
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--redis-url")
@@ -241,6 +252,7 @@ def main() -> None:
     try:
         report = {
             "machine": f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores",
+            "commit": _commit(),
             "overhead": asyncio.run(overhead(url, args.iterations)),
         }
     finally:
