@@ -1,4 +1,5 @@
-"""TLS for the gateway-worker gRPC link (optional; plaintext when not configured).
+"""TLS for the gateway-worker gRPC link (optional; plaintext when not configured), and how channels
+to workers are opened (with TLS when configured, and with the deployment's call token).
 
 One set of files serves both ends, as a cluster usually has: ``cert`` / ``key`` are the worker's server
 certificate and, on the gateway, its client certificate; ``ca`` verifies the other end. With all
@@ -13,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
+
+from kvgate.common.grpc_auth import token_interceptors
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,20 +61,29 @@ class TlsFiles:
 @dataclass(frozen=True, slots=True)
 class ChannelSecurity:
     """What every channel to a worker is opened with, read from the files once (at start, never on
-    the event loop's request path): TLS credentials (None: plaintext) and the options they add."""
+    the event loop's request path): TLS credentials (None: plaintext), the options they add, and the
+    interceptors that present the deployment's call token (:mod:`kvgate.common.grpc_auth`)."""
 
     credentials: grpc.ChannelCredentials | None = None
     options: tuple[tuple[str, str], ...] = ()
+    interceptors: tuple[grpc.aio.ClientInterceptor, ...] = ()
 
     @classmethod
-    def of(cls, tls: TlsFiles | None) -> ChannelSecurity:
-        return cls() if tls is None else cls(tls.channel_credentials(), tls.channel_options())
+    def of(cls, tls: TlsFiles | None, secret: bytes = b"") -> ChannelSecurity:
+        """TLS of ``tls`` (None: plaintext); the call token of ``secret`` (empty: none)."""
+        interceptors = tuple(token_interceptors(secret))
+        if tls is None:
+            return cls(interceptors=interceptors)
+        return cls(tls.channel_credentials(), tls.channel_options(), interceptors)
 
     def open(self, address: str, options: tuple[tuple[str, int], ...]) -> grpc.aio.Channel:
         """A channel to ``address``: TLS when configured, else plaintext."""
+        intercept = list(self.interceptors) or None
         if self.credentials is None:
-            return grpc.aio.insecure_channel(address, options=options)
-        return grpc.aio.secure_channel(address, self.credentials, options=options + self.options)
+            return grpc.aio.insecure_channel(address, options=options, interceptors=intercept)
+        return grpc.aio.secure_channel(
+            address, self.credentials, options=options + self.options, interceptors=intercept
+        )
 
 
 def _read(path: Path) -> bytes:

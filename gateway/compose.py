@@ -65,7 +65,7 @@ def build_gateway(
     """Wires a gateway over ``index`` (owned by the caller, who closes it); ``clock`` is the
     index's (wall) clock."""
     clock = clock or SystemClock()
-    directory = WorkerDirectory(index, settings.cache.fingerprint(), refresh_s)
+    directory = WorkerDirectory(index, settings.cache.fingerprint(), refresh_s, secret=settings.cache.secret)
     router = Router(
         index,
         get_policy(settings.policy, settings.routing),
@@ -74,7 +74,7 @@ def build_gateway(
         settings.index.pending_ttl_s,
         clock,
     )
-    channels = ChannelPool(tls=settings.worker_tls)
+    channels = ChannelPool(tls=settings.worker_tls, secret=settings.cache.secret)
     metrics = GatewayMetrics(
         settings.model_name, settings.policy, settings.cache.chunk_size, block_size=settings.cache.block_size
     )

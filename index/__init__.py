@@ -7,6 +7,7 @@ from kvgate.index.settings import IndexSettings
 from kvgate.index.types import (
     ApplyResult,
     ApplyStatus,
+    DuplicateWorkerError,
     IndexUnavailableError,
     LookupResult,
     PrefixMatch,
@@ -17,6 +18,7 @@ from kvgate.index.types import (
 __all__ = [
     "ApplyResult",
     "ApplyStatus",
+    "DuplicateWorkerError",
     "IndexSettings",
     "IndexUnavailableError",
     "LookupResult",

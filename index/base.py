@@ -26,8 +26,9 @@ class PrefixIndex(Protocol):
         """Registers a worker incarnation; counts as a heartbeat.
 
         A higher epoch than known drops everything the old incarnation held and expects seq 1
-        next; the same epoch only refreshes the record (idempotent); a lower epoch raises
-        :class:`StaleEpochError`.
+        next; the same epoch with the same record only refreshes it (idempotent); the same epoch with
+        another record raises :class:`DuplicateWorkerError` (two processes claim one id); a lower
+        epoch raises :class:`StaleEpochError`.
         """
         ...
 

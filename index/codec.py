@@ -97,7 +97,7 @@ def decode_load(raw: str | None) -> WorkerLoad:
 
 _INFO_TYPES: dict[str, type] = {
     "worker_id": str, "epoch": int, "address": str, "fingerprint": str, "model_id": str,
-    "metrics_address": str, "node_id": str,
+    "metrics_address": str, "node_id": str, "signature": str,
 }  # fmt: skip
 
 

@@ -58,7 +58,8 @@ class EventFeed:
 
     ``poll_s``: the Stats (heartbeat) period, well under the index's ``heartbeat_ttl_s``; ``retry_s``:
     (first, most) seconds between reconnection attempts; ``rpc_timeout_s`` bounds each Stats call;
-    ``tls``: the workers' TLS (None: plaintext).
+    ``tls``: the workers' TLS (None: plaintext); ``secret``: the deployment secret, whose call token
+    the feed presents to the workers (empty: none).
     """
 
     def __init__(
@@ -70,11 +71,12 @@ class EventFeed:
         rpc_timeout_s: float = 5.0,
         options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS,
         tls: TlsFiles | None = None,
+        secret: bytes = b"",
     ) -> None:
         self._index = index
         self._poll_s, self._retry_s, self._rpc_timeout_s = poll_s, retry_s, rpc_timeout_s
         self._options = options
-        self._security = ChannelSecurity.of(tls)  # reads the TLS files now, not per connection
+        self._security = ChannelSecurity.of(tls, secret)  # reads the TLS files now, not per connection
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self.states: dict[str, FeedState] = {}
 

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 from kvgate.common.clock import Clock
 from kvgate.index.settings import IndexSettings
 from kvgate.index.types import (
+    TAKEN,
     ApplyResult,
     ApplyStatus,
+    DuplicateWorkerError,
     LookupResult,
     PrefixMatch,
     StaleEpochError,
@@ -62,7 +64,9 @@ class MemoryPrefixIndex:
             raise StaleEpochError(f"{info.worker_id}: epoch {info.epoch} < registered {known}")
         old = self._workers.get(info.worker_id)
         if old is not None and known == info.epoch:
-            old.info, old.load, old.live = info, load, True
+            if old.info != info:
+                raise DuplicateWorkerError(TAKEN.format(info.worker_id, info.epoch))
+            old.load, old.live = load, True
             old.heartbeat_expires_ms = self._heartbeat_deadline()
             return
         self._clear(info.worker_id)

@@ -35,8 +35,10 @@ from kvgate.index.codec import (
 from kvgate.index.scripts import IndexScripts
 from kvgate.index.settings import IndexSettings
 from kvgate.index.types import (
+    TAKEN,
     ApplyResult,
     ApplyStatus,
+    DuplicateWorkerError,
     IndexUnavailableError,
     LookupResult,
     PrefixMatch,
@@ -83,8 +85,11 @@ class RedisPrefixIndex:
 
     async def register(self, info: WorkerInfo, load: WorkerLoad) -> None:
         args = (info.worker_id, info.epoch, encode_info(info), encode_load(load), self._deadline())
-        if await self._run(self._scripts.register, *args) == "stale":
+        reply = await self._run(self._scripts.register, *args)
+        if reply == "stale":
             raise StaleEpochError(f"{info.worker_id}: epoch {info.epoch} is older than the registered one")
+        if reply == "taken":
+            raise DuplicateWorkerError(TAKEN.format(info.worker_id, info.epoch))
 
     async def heartbeat(self, worker_id: WorkerId, epoch: Epoch, load: WorkerLoad) -> bool:
         args = (worker_id, epoch, encode_load(load), self._deadline())

@@ -22,6 +22,14 @@ class StaleEpochError(Exception):
     """A worker registered with an epoch lower than the one the index already knows."""
 
 
+TAKEN = "{}: epoch {} is registered with another record (two processes claim this worker id)"
+
+
+class DuplicateWorkerError(StaleEpochError):
+    """A worker registered with the epoch of the registered incarnation but another record (another
+    address, say): a second process claims the same worker id and epoch. The first one keeps it."""
+
+
 @dataclass(frozen=True, slots=True)
 class PrefixMatch:
     """The leading chunks of one request that one worker holds.

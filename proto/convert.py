@@ -175,6 +175,7 @@ def worker_info_to_proto(info: WorkerInfo) -> common_pb2.WorkerInfo:
         model_id=info.model_id,
         metrics_address=info.metrics_address,
         node_id=info.node_id,
+        signature=info.signature,
     )
 
 
@@ -188,6 +189,7 @@ def worker_info_from_proto(msg: common_pb2.WorkerInfo) -> WorkerInfo:
         model_id=_required(msg.model_id, "worker model_id"),
         metrics_address=msg.metrics_address,
         node_id=msg.node_id,
+        signature=msg.signature,
     )
 
 

@@ -35,7 +35,7 @@ TTL_CLASSES: dict[str, int] = {"5m": 300, "1h": 3600}
 """Named TTL classes a request may pin a prefix for (Anthropic's ``cache_control`` TTLs), in seconds."""
 DEFAULT_TTL_S = float(TTL_CLASSES["5m"])
 """Seconds a cached block lives after its last use when nothing pins it, in every tier."""
-_FINGERPRINT_VERSION = 1
+_FINGERPRINT_VERSION = 2
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -127,14 +127,17 @@ class CacheLayout:
         return TokenCount(tokens // self.chunk_size * self.chunk_size)
 
     def fingerprint(self) -> str:
-        """32 hex chars; equal iff version, model id, chunk size, block size and secret are equal.
+        """32 hex chars; equal iff version, model id, chunk size, block size and whether there is a
+        secret are equal.
 
-        The secret enters only through its own digest, so the fingerprint can be logged and
-        exchanged in the clear. The KV geometry does not change hashes, so it stays out.
+        The fingerprint reveals nothing of the secret but its presence, so it can be logged and
+        exchanged in the clear; two deployments with different secrets tell each other apart by the
+        signatures of their worker records (:mod:`kvgate.proto.trust`). The KV geometry does not change
+        hashes, so it stays out.
         """
         fields = {
             "model_id": self.model_id,
-            "secret": xxhash.xxh3_128_hexdigest(self.secret),
+            "keyed": bool(self.secret),
             "chunk_size": self.chunk_size,
             "block_size": self.block_size,
             "version": _FINGERPRINT_VERSION,

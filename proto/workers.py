@@ -20,7 +20,9 @@ def check_worker_id(worker_id: str) -> None:
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
     """Registration record. ``address`` is the worker's gRPC ``host:port``; ``fingerprint`` is its
-    :meth:`CacheLayout.fingerprint`, which a gateway must match before routing to it."""
+    :meth:`CacheLayout.fingerprint`, which a gateway must match before routing to it; ``signature``
+    proves the record was written by a holder of the deployment secret (:mod:`kvgate.proto.trust`;
+    empty in a deployment without one)."""
 
     worker_id: WorkerId
     epoch: Epoch
@@ -29,6 +31,7 @@ class WorkerInfo:
     model_id: str
     metrics_address: str = ""
     node_id: str = ""
+    signature: str = ""
 
     def __post_init__(self) -> None:
         check_worker_id(self.worker_id)

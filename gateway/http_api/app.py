@@ -55,6 +55,7 @@ def create_app(
             "workers": live,
             "index_degraded": directory.degraded,
             "discovery_stale": stale,
+            "refused_workers": len(directory.rejected),
         }
         return JSONResponse(body, status_code=200 if live else 503)
 

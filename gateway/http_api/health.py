@@ -12,6 +12,7 @@ class HealthBody(BaseModel):
     workers: int  # routable workers
     index_degraded: bool  # the prefix index is unreachable: routing by load alone
     discovery_stale: bool  # the worker list has not been refreshed for several periods
+    refused_workers: int  # records in the index this gateway refuses: unsigned, forged, or misconfigured
 
 
 HEALTH_RESPONSES: dict[int | str, dict[str, Any]] = {

@@ -16,13 +16,17 @@ _Key = tuple[WorkerId, Epoch, str]
 
 class ChannelPool:
     """Channels keyed by (worker, epoch, address): a restarted worker gets a fresh channel, and the
-    old one is closed by :meth:`retain`. Owned by the gateway's composition root."""
+    old one is closed by :meth:`retain`. Owned by the gateway's composition root. Every channel uses
+    ``tls`` (None: plaintext) and presents the call token of ``secret`` (empty: none)."""
 
     def __init__(
-        self, options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS, tls: TlsFiles | None = None
+        self,
+        options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS,
+        tls: TlsFiles | None = None,
+        secret: bytes = b"",
     ) -> None:
         self._options = options
-        self._security = ChannelSecurity.of(tls)  # reads the TLS files now, not per channel
+        self._security = ChannelSecurity.of(tls, secret)  # reads the TLS files now, not per channel
         self._channels: dict[_Key, grpc.aio.Channel] = {}
         self._closed = False
 

@@ -1,5 +1,5 @@
-"""Which workers this gateway may route to: the index's live workers whose config fingerprint
-matches the gateway's, minus the ones it just saw fail."""
+"""Which workers this gateway may route to: the index's live workers whose records are signed with the
+deployment's key and whose config fingerprint matches the gateway's, minus the ones it just saw fail."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, WorkerStatus
 from kvgate.proto.ids import Epoch, WorkerId
+from kvgate.proto.trust import record_verified
+from kvgate.proto.workers import WorkerInfo
 
 log = logging.getLogger(__name__)
 
@@ -19,8 +21,10 @@ class WorkerDirectory:
     """Refreshed from the index every ``refresh_s`` by :meth:`run` (a task its owner cancels).
 
     When the index is unavailable the last known list is kept (``degraded`` is True), so requests
-    keep flowing on load-based routing. A worker whose fingerprint differs is refused (listed in
-    ``rejected``) instead of silently routing with a hit rate of zero. :meth:`run` survives any
+    keep flowing on load-based routing. A record not signed under ``secret`` (written by someone
+    without the deployment secret, or by another deployment) is refused, and so is a worker whose
+    fingerprint differs, instead of silently routing with a hit rate of zero; both are listed in
+    ``rejected`` with the reason, and logged once per record. :meth:`run` survives any
     failure of a refresh (logged, then retried); :attr:`stale` says when the list has not been
     refreshed for several periods.
     """
@@ -31,9 +35,12 @@ class WorkerDirectory:
         fingerprint: str,
         refresh_s: float = 1.0,
         monotonic: Callable[[], float] = time.monotonic,
+        *,
+        secret: bytes = b"",
     ) -> None:
         self._index = index
         self._fingerprint = fingerprint
+        self._secret = secret
         self._refresh_s = refresh_s
         self._now = monotonic
         self._workers: list[WorkerStatus] = []
@@ -69,6 +76,8 @@ class WorkerDirectory:
         self.degraded = False
         self._refreshed_at = self._now()
         self._workers = [s for s in statuses if self._accept(s)]
+        present = {s.info.worker_id for s in statuses}  # refusals of records gone are forgotten
+        self.rejected = {w: why for w, why in self.rejected.items() if w in present}
         now, epochs = self._now(), {w.info.worker_id: w.info.epoch for w in self._workers}
         # a quarantine ends when it expires, or when the worker restarted (a new incarnation)
         self._quarantine = {
@@ -95,15 +104,22 @@ class WorkerDirectory:
 
     def _accept(self, status: WorkerStatus) -> bool:
         info = status.info
-        if info.fingerprint == self._fingerprint:
+        reason = self._refusal(info)
+        if reason is None:
             self.rejected.pop(info.worker_id, None)
             return True
-        if info.worker_id not in self.rejected:
-            log.error(
-                "refusing worker %s: config fingerprint %s != gateway's %s",
-                info.worker_id,
-                info.fingerprint,
-                self._fingerprint,
-            )
-        self.rejected[info.worker_id] = info.fingerprint
+        if self.rejected.get(info.worker_id) != reason:
+            log.error("refusing worker %s at %s: %s", info.worker_id, info.address, reason)
+        self.rejected[info.worker_id] = reason
         return False
+
+    def _refusal(self, info: WorkerInfo) -> str | None:
+        """Why ``info`` may not be routed to; None when it may."""
+        if not record_verified(info, self._secret):
+            if not self._secret:
+                return "its record is signed, but this gateway has no deployment secret"
+            return ("its record is not signed with this deployment's key (a worker with another "
+                    "KVGATE_HASH_SECRET, or a record written by someone else)")  # fmt: skip
+        if info.fingerprint != self._fingerprint:
+            return f"config fingerprint {info.fingerprint} != gateway's {self._fingerprint}"
+        return None

@@ -40,6 +40,7 @@ from kvgate.proto.workers import WorkerInfo
 
 log = logging.getLogger(__name__)
 
+
 class Dispatcher:
     """Owned by the composition root. Its own state: the calls in flight (:class:`InFlight`)."""
 

@@ -31,9 +31,12 @@ def run(args: argparse.Namespace) -> int:
     victim, attacker = os.environ.get(VICTIM_ENV), os.environ.get(ATTACKER_ENV)
     if not victim or not attacker:
         raise ValueError(f"set ${VICTIM_ENV} and ${ATTACKER_ENV} to two tenants' API keys")
-    model = args.model or httpx.get(
-        f"{args.url}/v1/models", headers={"authorization": f"Bearer {victim}"}, timeout=10
-    ).json()["data"][0]["id"]
+    model = (
+        args.model
+        or httpx.get(
+            f"{args.url}/v1/models", headers={"authorization": f"Bearer {victim}"}, timeout=10
+        ).json()["data"][0]["id"]
+    )
     progress = lambda done, total: print(f"\raudit: {done}/{total} rounds", end="", file=sys.stderr)  # noqa: E731
     result = asyncio.run(run_audit(Target(args.url, model, victim, attacker), args.samples,
                                    args.prompt_words, args.seed, progress))  # fmt: skip

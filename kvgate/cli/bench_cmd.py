@@ -41,9 +41,7 @@ def run(args: argparse.Namespace) -> int:
         requests = multi_turn(args.chats, args.turns, args.question_tokens, args.max_tokens, args.seed)
     headers = auth_headers(args)
     outcomes, wall = asyncio.run(
-        run_workload(
-            args.url, args.model, requests, args.concurrency, args.timeout, not args.json, headers
-        )
+        run_workload(args.url, args.model, requests, args.concurrency, args.timeout, not args.json, headers)
     )
     summary = summarize(outcomes, wall)
     print(json.dumps(summary) if args.json else table(summary))

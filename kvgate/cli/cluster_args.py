@@ -7,10 +7,13 @@ Names and defaults are the ones deploy/ is written against (``tests/deploy``): `
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
+import sys
 from pathlib import Path
 
 from kvgate.cli.cache_args import add_cache_arguments, cache_config
+from kvgate.cli.secret_args import add_insecure_argument, secret_from
 from kvgate.cluster.settings import ClusterSettings, KVSizing
 from kvgate.common.grpc_tls import TlsFiles
 from kvgate.common.models import DEFAULT_MODEL_ID, default_model_path
@@ -25,6 +28,7 @@ WORKER_METRICS_BASE = 9400  # worker i of a node: /metrics on 9400 + i
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", type=Path, help="a .gguf file or HF directory (default: SmolLM2-135M)")
+    add_insecure_argument(parser)
     parser.add_argument("--model-name", help="the name clients use (default: from the model)")
     add_cache_arguments(parser)
     kv = KVSizing()
@@ -93,8 +97,13 @@ def add_redis_argument(parser: argparse.ArgumentParser, required: bool) -> None:
     parser.add_argument("--redis-url", required=required, help=help_)
 
 
-def settings_from(args: argparse.Namespace) -> ClusterSettings:
-    """The settings of any of the three commands (flags a command lacks take their defaults)."""
+def settings_from(args: argparse.Namespace, *, local: bool = False) -> ClusterSettings:
+    """The settings of any of the three commands (flags a command lacks take their defaults).
+    ``local``: the command runs the whole cluster on this machine, so it may make up the deployment
+    secret (:func:`kvgate.cli.secret_args.deployment_secret`); ValueError when a secret is needed."""
+    secret = secret_from(args, local=local)
+    if secret.source == "generated":
+        print("kvgate: generated a deployment secret for this local cluster", file=sys.stderr)
     model = args.model or default_model_path()
     kv = KVSizing(
         num_gpu_blocks=getattr(args, "num_gpu_blocks", KVSizing().num_gpu_blocks),
@@ -107,7 +116,7 @@ def settings_from(args: argparse.Namespace) -> ClusterSettings:
     return ClusterSettings(
         model_path=model,
         model_name=args.model_name or model_name(args.model, args.model_id),
-        cache=cache_config(args),
+        cache=dataclasses.replace(cache_config(args), secret=secret.value),
         kv=kv,
         cpus_per_worker=getattr(args, "cpus_per_worker", 1),
         redis_url=args.redis_url,

@@ -20,4 +20,5 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from kvgate.cluster.stack import run_up  # Ray and torch load only when the command runs
 
-    return run_up(cluster_args.settings_from(args))
+    local = args.ray_address is None and args.redis_url is None  # else other processes need the secret
+    return run_up(cluster_args.settings_from(args, local=local))

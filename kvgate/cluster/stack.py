@@ -76,7 +76,8 @@ def _with_ray(settings: ClusterSettings, main: Main) -> int:
 async def _up(settings: ClusterSettings, session: RaySession) -> int:
     stop = stop_on_signals()
     async with _index(settings) as index:
-        feed = EventFeed(index, tls=settings.tls) if settings.redis_url is None else None
+        embedded = settings.redis_url is None
+        feed = EventFeed(index, tls=settings.tls, secret=settings.cache.secret) if embedded else None
         async with _pool(settings, session, feed, stop) as ready:
             try:
                 if ready:

@@ -203,4 +203,6 @@ async def test_health_is_ok_with_workers(live: LiveGateway) -> None:
     async with httpx.AsyncClient(base_url=live.url) as http:
         reply = await http.get("/health")
     assert reply.status_code == 200
-    assert reply.json() == {"status": "ok", "workers": 2, "index_degraded": False, "discovery_stale": False}
+    assert reply.json() == {
+        "status": "ok", "workers": 2, "index_degraded": False, "discovery_stale": False, "refused_workers": 0
+    }

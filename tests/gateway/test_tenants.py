@@ -137,6 +137,7 @@ async def test_a_client_cannot_choose_a_salt(tenanted: Tenanted) -> None:
 
 async def test_a_client_salt_separates_caches_within_a_tenant(tenanted: Tenanted) -> None:
     async with tenanted.client("acme") as acme:
+
         def salted(question: str, salt: str) -> dict:
             return body(question) | {"cache_salt": salt}
 

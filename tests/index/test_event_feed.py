@@ -15,6 +15,7 @@ from kvgate.proto.ids import WorkerId
 from tests.support.real_workers import StartWorker
 from tests.workers.model.conftest import one_torch_thread  # noqa: F401 -- autouse: a real engine runs here
 from tests.workers.service.helpers import (
+    CACHE,
     client,
     eventually,
     generate_request,
@@ -33,7 +34,7 @@ def index() -> MemoryPrefixIndex:
 
 @pytest.fixture
 async def feed(index: MemoryPrefixIndex) -> AsyncIterator[EventFeed]:
-    feed = EventFeed(index, poll_s=0.1, retry_s=(0.05, 0.2))
+    feed = EventFeed(index, poll_s=0.1, retry_s=(0.05, 0.2), secret=CACHE.secret)
     yield feed
     await feed.close()
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from kvgate.index import ApplyStatus, StaleEpochError
+from kvgate.index import ApplyStatus, DuplicateWorkerError, StaleEpochError
 from kvgate.proto.events import Holding, KVEvent
 from kvgate.proto.ids import Epoch, Tier, WorkerId
 from kvgate.proto.workers import WorkerLoad
@@ -144,6 +146,17 @@ async def test_reregistering_the_same_epoch_is_idempotent(backend: Backend) -> N
     await register(backend, A)
     assert (await backend.index.lookup(chain(0))).chunks_for(A) == 1
     assert (await backend.index.apply(batch(A, 2, *stored(chain(1), LONG)))).ok
+
+
+async def test_a_second_process_claiming_a_registered_id_and_epoch_is_refused(backend: Backend) -> None:
+    await register(backend, A)
+    await backend.index.apply(batch(A, 1, *stored(chain(0), LONG)))
+    impostor = dataclasses.replace(info(A), address="127.0.0.1:6666")
+    with pytest.raises(DuplicateWorkerError, match="two processes"):
+        await backend.index.register(impostor, LOAD)
+    (status,) = await backend.index.workers()
+    assert status.info == info(A)  # the first one keeps the id, its address and what it holds
+    assert (await backend.index.lookup(chain(0))).chunks_for(A) == 1
 
 
 async def test_unknown_workers_and_future_epochs_are_refused(backend: Backend) -> None:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from kvgate.common.grpc_auth import RequireToken
 from kvgate.common.grpc_options import SERVER_OPTIONS
 from kvgate.index.base import PrefixIndex
 from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
@@ -22,6 +23,7 @@ from kvgate.proto.events import EventBatch, KVEvent
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.layout import CacheLayout
 from kvgate.proto.sampling import CacheHint, FinishReason, Usage
+from kvgate.proto.trust import sign_record
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 VOCAB = 1000
@@ -60,16 +62,22 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
 
     @property
     def info(self) -> WorkerInfo:
-        return WorkerInfo(
+        """Its registration record, signed with the deployment secret as a real worker's is."""
+        info = WorkerInfo(
             self.worker_id,
             self.epoch,
             f"127.0.0.1:{self.port}",
             self.config.fingerprint(),
             self.config.model_id,
         )
+        return sign_record(info, self.config.secret)
 
     async def start(self) -> ScriptedWorker:
-        self._server = grpc.aio.server(options=SERVER_OPTIONS)
+        """Serves on a free loopback port, requiring the deployment's call token as a real worker does."""
+        guard = RequireToken(
+            self.config.secret, [worker_pb2.DESCRIPTOR.services_by_name["KVWorker"].full_name]
+        )
+        self._server = grpc.aio.server(options=SERVER_OPTIONS, interceptors=[guard])
         worker_pb2_grpc.add_KVWorkerServicer_to_server(self, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(health.aio.HealthServicer(), self._server)
         self.port = self._server.add_insecure_port("127.0.0.1:0")

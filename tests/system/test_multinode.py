@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.redis]
 ENV = os.environ | {
     "RAY_USAGE_STATS_ENABLED": "0",
     "RAY_AUTH_MODE": "disabled",
-    "KVGATE_HASH_SECRET": "multinode-test",
+    "KVGATE_HASH_SECRET": "multinode-test-secret-0123456789",
 }
 SYSTEM = "You route requests to the worker that holds their prefix. " * 5  # ~300 byte-level tokens
 

@@ -22,6 +22,9 @@ from tests.support.redis_server import free_port
 WORKER_LINE = re.compile(r"worker (\S+) (up|restarted) at (\S+) \(epoch (\d+)\)")
 
 
+SECRET = "cluster-tests-secret-0123456789"
+
+
 class UpProcess:
     """One ``kvgate up`` run. ``args``: extra flags (the ports and the Ray temp dir are added here).
     The Ray temp dir is short (Ray's Unix socket paths must stay under 108 bytes) and private, so that
@@ -32,7 +35,7 @@ class UpProcess:
         self.ray_dir = tempfile.mkdtemp(prefix="kvr-", dir="/tmp")
         command = [sys.executable, "-m", "kvgate.cli.main", "up", *args, "--port", str(self.port),
                    "--grpc-port", str(self.grpc_port), "--ray-temp-dir", self.ray_dir]  # fmt: skip
-        env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "KVGATE_HASH_SECRET": "cluster-tests"}
+        env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "KVGATE_HASH_SECRET": SECRET}
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )

@@ -7,7 +7,8 @@ publisher retries with capped backoff, and once the index answers again it re-re
 forgot the worker and resyncs with a snapshot (the events it missed meanwhile are covered by it, and
 its bounded subscription never grows while it waits). A GAP or an unknown worker is healed the same
 way. An index that knows a newer epoch of this worker (``StaleEpochError``) means this incarnation is
-superseded: the publisher stops writing.
+superseded: the publisher stops writing; so does one whose id and epoch another process registered first
+(``DuplicateWorkerError``).
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ import time
 from collections.abc import Callable
 
 from kvgate.index.base import PrefixIndex
-from kvgate.index.types import ApplyResult, ApplyStatus, IndexUnavailableError, StaleEpochError
+from kvgate.index.types import (
+    ApplyResult,
+    ApplyStatus,
+    DuplicateWorkerError,
+    IndexUnavailableError,
+    StaleEpochError,
+)
 from kvgate.proto.events import Snapshot
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 from kvgate.workers.service.event_hub import EventHub, Subscription
@@ -91,6 +98,10 @@ class IndexPublisher:
                 self._on_unavailable(exc)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._retry_s[1])
+            except DuplicateWorkerError as exc:
+                log.error("worker %s not registered: %s", self._info.worker_id, exc)
+                self.superseded = True
+                return
             except StaleEpochError as exc:
                 log.error("worker %s superseded (the index has a newer epoch): %s", self._info.worker_id, exc)
                 self.superseded = True

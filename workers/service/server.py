@@ -1,9 +1,11 @@
 """``WorkerServer``: the composition root of one worker incarnation.
 
 ``start`` loads the engine (off the event loop), wires the engine loop, the event hub, the gRPC
-server (``kvgate.v1.KVWorker`` plus ``grpc.health.v1``) and, when an index is given, the index
-publisher, and returns the bound address. ``stop`` undoes it in reverse: health NOT_SERVING,
-deregister, end the event streams, let running calls finish (``shutdown_grace_s``), stop the engine.
+server (``kvgate.v1.KVWorker``, which serves only callers with the deployment's call token when there
+is a secret, plus ``grpc.health.v1``, open to all) and, when an index is given, the index publisher
+(its record signed with the secret), and returns the bound address. ``stop`` undoes it in reverse:
+health NOT_SERVING, deregister, end the event streams, let running calls finish
+(``shutdown_grace_s``), stop the engine.
 
 When the engine breaks, health turns NOT_SERVING, the worker deregisters and its event streams end;
 :meth:`wait_broken` returns, and the owner (the Ray actor, the CLI) should exit the process so the
@@ -21,9 +23,11 @@ import torch
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from kvgate.common.clock import Clock
+from kvgate.common.grpc_auth import RequireToken
 from kvgate.common.grpc_options import SERVER_OPTIONS
 from kvgate.index.base import PrefixIndex
 from kvgate.proto import worker_pb2, worker_pb2_grpc
+from kvgate.proto.trust import sign_record
 from kvgate.proto.workers import WorkerInfo
 from kvgate.workers.engine import LLMEngine, load_engine
 from kvgate.workers.kv import StepEventPublisher
@@ -90,7 +94,10 @@ class WorkerServer:
             torch_threads=config.torch_threads,
             stall_timeout_s=config.stall_timeout_s,
         )
-        self._server = grpc.aio.server(options=SERVER_OPTIONS)
+        secret = config.engine.cache.secret
+        self._server = grpc.aio.server(
+            options=SERVER_OPTIONS, interceptors=[RequireToken(secret, [SERVICE_NAME])]
+        )
         metrics_address = self._serve_metrics(config, loop)
         self.info = info = self._bind(self._server, config, metrics_address)
         worker_pb2_grpc.add_KVWorkerServicer_to_server(WorkerServicer(loop, hub, info), self._server)
@@ -107,13 +114,15 @@ class WorkerServer:
         return info.address
 
     def _bind(self, server: grpc.aio.Server, config: WorkerConfig, metrics_address: str) -> WorkerInfo:
-        """Binds ``server``'s port (``self.port``); the registration record with the bound address."""
+        """Binds ``server``'s port (``self.port``); the registration record with the bound address,
+        signed with the deployment secret."""
         self.port = port = _first_bindable(config.candidate_ports(config.port), _binder(server, config))
         cache = config.engine.cache
-        return WorkerInfo(
+        info = WorkerInfo(
             config.worker_id, config.epoch, config.address(port), cache.fingerprint(), cache.model_id,
             metrics_address, config.node_id,
         )  # fmt: skip
+        return sign_record(info, cache.secret)
 
     def _serve_metrics(self, config: WorkerConfig, loop: EngineLoop) -> str:
         """Starts the Prometheus exporter when ``config.metrics_port`` is set; its address (or the

@@ -95,9 +95,10 @@ def test_keys_from_the_environment() -> None:
 def test_salts_are_derived_from_the_tenant_and_namespaces_are_opt_in() -> None:
     assert Caller(ACME).cache_salt() != Caller(BETA).cache_salt()
     assert Caller(ANONYMOUS).cache_salt() == ""  # one tenant: hashes as without tenants
-    assert Caller(BETA, "public").cache_salt() == Caller(
-        Tenant("gamma", shared_namespaces=frozenset({"public"})), "public"
-    ).cache_salt()
+    assert (
+        Caller(BETA, "public").cache_salt()
+        == Caller(Tenant("gamma", shared_namespaces=frozenset({"public"})), "public").cache_salt()
+    )
     with pytest.raises(PermissionError):
         Caller(ACME, "public").cache_salt()
     with pytest.raises(PermissionError):  # a namespace spelled like a tenant's salt is just unknown

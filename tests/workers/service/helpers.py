@@ -16,6 +16,7 @@ import grpc
 import numpy as np
 
 from kvgate.common.grpc_options import CLIENT_OPTIONS
+from kvgate.common.grpc_tls import ChannelSecurity
 from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
 from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.ids import ChunkHash, Epoch, WorkerId
@@ -106,8 +107,9 @@ async def read_generation(call: grpc.aio.UnaryStreamCall) -> Generated:
 
 
 @contextlib.asynccontextmanager
-async def client(address: str) -> AsyncIterator[worker_pb2_grpc.KVWorkerStub]:
-    async with grpc.aio.insecure_channel(address, options=CLIENT_OPTIONS) as channel:
+async def client(address: str, secret: bytes = CACHE.secret) -> AsyncIterator[worker_pb2_grpc.KVWorkerStub]:
+    """A stub on a plaintext channel presenting the call token of ``secret`` (the deployment's)."""
+    async with ChannelSecurity.of(None, secret).open(address, CLIENT_OPTIONS) as channel:
         yield worker_pb2_grpc.KVWorkerStub(channel)
 
 

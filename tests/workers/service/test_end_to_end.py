@@ -41,7 +41,7 @@ def chat(question: str) -> list[dict[str, str]]:
 @pytest.fixture
 async def stack(start_worker: StartWorker, tiny_chat_model: Path) -> AsyncIterator[Stack]:
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
-    feed = EventFeed(index, poll_s=0.2)
+    feed = EventFeed(index, poll_s=0.2, secret=CACHE.secret)
     for i in range(2):
         worker = await start_worker(worker_id=f"worker-{i}")
         feed.follow(worker.info.address)

@@ -44,7 +44,7 @@ class Stack:
 async def stack(start_worker: StartWorker, tiny_chat_model: Path) -> AsyncIterator[Stack]:
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
     worker = await start_worker()
-    feed = EventFeed(index, poll_s=0.2)
+    feed = EventFeed(index, poll_s=0.2, secret=CACHE.secret)
     feed.follow(worker.info.address)
     gateway = build_gateway(
         GatewaySettings(MODEL, CACHE, limits=LIMITS), index, load_tokenizer(tiny_chat_model), refresh_s=0.1

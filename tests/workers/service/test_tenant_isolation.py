@@ -33,7 +33,7 @@ async def test_each_tenant_reuses_only_its_own_prefix_on_a_shared_worker(
     start_worker: StartWorker, tiny_chat_model: Path
 ) -> None:
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
-    feed = EventFeed(index, poll_s=0.2)
+    feed = EventFeed(index, poll_s=0.2, secret=CACHE.secret)
     worker = await start_worker(worker_id="worker-0")
     feed.follow(worker.info.address)
     tokenizer = load_tokenizer(tiny_chat_model)
@@ -89,7 +89,7 @@ async def test_a_shared_namespace_shares_the_system_prompt_and_nothing_after_it(
     hashes under its own root from the rebase on; the engine's block-level chain agrees."""
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
     worker = await start_worker(worker_id="worker-0")
-    feed = EventFeed(index, poll_s=0.2)
+    feed = EventFeed(index, poll_s=0.2, secret=CACHE.secret)
     feed.follow(worker.info.address)
     tokenizer = load_tokenizer(tiny_chat_model)
     ring = KeyRing([(hash_key(key), Tenant(name, shared_namespaces=PUBLIC)) for name, key in KEYS.items()])

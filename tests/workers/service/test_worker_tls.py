@@ -36,7 +36,7 @@ async def test_the_gateway_serves_through_a_mutual_tls_worker(
     tls = TlsFiles(certs.ca, certs.cert, certs.key)
     worker = await start_worker(tls=tls)
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
-    feed = EventFeed(index, poll_s=0.2, tls=tls)
+    feed = EventFeed(index, poll_s=0.2, tls=tls, secret=CACHE.secret)
     feed.follow(worker.info.address)
     gateway = build_gateway(
         GatewaySettings(MODEL, CACHE, limits=LIMITS, worker_tls=tls),

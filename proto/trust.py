@@ -1,0 +1,83 @@
+"""What the deployment secret proves, besides seeding chunk hashes: who may register as a worker, and
+who may call one.
+
+Anyone who can write to Redis can write a worker record, and anyone who can reach a worker's port can
+call it; neither is proof of belonging to the deployment. The secret is:
+
+- **Never used directly.** Each purpose gets its own key, ``HMAC-SHA256(secret, "kvgate/<purpose>")``
+  (:func:`derive`), so a key seen or guessed for one purpose opens nothing else.
+- **Signing worker records.** A worker signs its registration record (:func:`sign_record`);
+  a gateway routes only to records whose signature verifies (:func:`record_verified`). The signature
+  covers every field a record of format ``v1`` has, so a copied record cannot be pointed at another
+  address. Fields a newer kvgate adds are not covered by ``v1``: such a writer must add a signature
+  format that covers them, which older readers do not know and refuse, so an upgrade that adds fields
+  to the record upgrades readers first.
+- **Authenticating calls.** A gateway sends :func:`call_token` with every call to a worker (gRPC
+  metadata :data:`CALL_TOKEN_HEADER`); a worker serves only calls that carry it (:func:`token_matches`,
+  constant time). The token is a bearer credential: on a link others can read, protect it (and the
+  prompts) with TLS.
+
+A deployment without a secret (empty: only where the operator said ``--insecure``) signs nothing and
+checks nothing; a record with a signature is refused by it, as an unsigned one is by a keyed one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+
+from kvgate.proto.workers import WorkerInfo
+
+CALL_TOKEN_HEADER = "x-kvgate-worker-token"
+"""The gRPC metadata key that carries :func:`call_token` on calls to a worker."""
+_RECORD_FORMAT = "v1"
+_V1_FIELDS = ("worker_id", "epoch", "address", "fingerprint", "model_id", "metrics_address", "node_id")
+
+
+def derive(secret: bytes, purpose: str) -> bytes:
+    """The key of one ``purpose`` (``"worker-record"``, ``"worker-call"``): 32 bytes."""
+    return hmac.new(secret, f"kvgate/{purpose}".encode(), hashlib.sha256).digest()
+
+
+def sign_record(info: WorkerInfo, secret: bytes) -> WorkerInfo:
+    """``info`` with its signature under ``secret`` (unsigned, as is, when ``secret`` is empty)."""
+    if not secret:
+        return dataclasses.replace(info, signature="")
+    return dataclasses.replace(info, signature=f"{_RECORD_FORMAT}:{_record_mac(info, secret)}")
+
+
+def record_verified(info: WorkerInfo, secret: bytes) -> bool:
+    """True iff ``info`` was signed under ``secret`` (or both are unsigned: ``secret`` empty and no
+    signature). Constant time in the signature."""
+    if not secret:
+        return not info.signature
+    form, _, mac = info.signature.partition(":")
+    presented = mac.encode("utf-8", "surrogateescape")
+    return form == _RECORD_FORMAT and hmac.compare_digest(presented, _record_mac(info, secret).encode())
+
+
+def call_token(secret: bytes) -> str | None:
+    """What a caller presents to the workers of the deployment of ``secret`` (None: no secret, no
+    token)."""
+    return derive(secret, "worker-call").hex() if secret else None
+
+
+def token_matches(presented: str | bytes | None, secret: bytes) -> bool:
+    """True iff ``presented`` is the call token of ``secret`` (constant time); always True without a
+    secret."""
+    expected = call_token(secret)
+    if expected is None:
+        return True
+    if presented is None:
+        return False
+    if isinstance(presented, str):
+        presented = presented.encode("utf-8", "surrogateescape")
+    return hmac.compare_digest(presented, expected.encode())
+
+
+def _record_mac(info: WorkerInfo, secret: bytes) -> str:
+    fields = {name: getattr(info, name) for name in _V1_FIELDS}
+    payload = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return hmac.new(derive(secret, "worker-record"), payload, hashlib.sha256).hexdigest()
