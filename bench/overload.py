@@ -58,7 +58,8 @@ def run(setup: Setup, redis_url: str | None = None) -> dict:
     with contextlib.ExitStack() as stack:
         if redis_url is None:
             redis_url = stack.enter_context(_redis()).url
-        env = os.environ | {"KVGATE_HASH_SECRET": "overload-bench-secret-0123456789", "RAY_USAGE_STATS_ENABLED": "0"}
+        secret = "overload-bench-secret-0123456789"
+        env = os.environ | {"KVGATE_HASH_SECRET": secret, "RAY_USAGE_STATS_ENABLED": "0"}
         stack.enter_context(_process(_cluster_command(setup, redis_url), env, ready_line="ready"))
         port = free_port()
         gateway = stack.enter_context(_process(_gateway_command(setup, redis_url, port), env))

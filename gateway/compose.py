@@ -90,6 +90,10 @@ def build_gateway(
         try:
             yield
         finally:
+            # the fronts stopped taking requests; those in flight (either front's) may finish first
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(settings.shutdown_grace_s):
+                    await core.gate.drained()
             discovery.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await discovery

@@ -18,6 +18,7 @@ class ErrorKind(StrEnum):
     INVALID_REQUEST = "invalid_request"  # the request itself is wrong: fix it, don't retry as is
     UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
     TOO_LARGE = "too_large"  # the request is larger than the gateway accepts
+    TOO_SLOW = "too_slow"  # the client sent its request too slowly
     UNAUTHENTICATED = "unauthenticated"  # no key, or a key that matches no tenant
     PERMISSION_DENIED = "permission_denied"  # the tenant may not do this (a shared namespace)
     NOT_FOUND = "not_found"  # an unknown model

@@ -34,12 +34,37 @@ _POSITIVE = ("context_window", "max_output_tokens", "max_body_bytes", "max_messa
 
 
 @dataclass(frozen=True, slots=True)
+class HttpTimeouts:
+    """How long the HTTP front waits on a client before it closes the connection.
+
+    - ``header_s``: from a request's first byte (or the connection's opening) to its last header.
+    - ``body_s`` and ``min_body_rate``: a body must be complete within ``body_s`` seconds plus one
+      second per ``min_body_rate`` bytes received (a slow but steady upload continues; a trickle is cut
+      off with a 408).
+    - ``keep_alive_s``: how long an idle connection is kept between requests.
+    """
+
+    header_s: float = 10.0
+    body_s: float = 20.0
+    min_body_rate: int = 64 * 1024
+    keep_alive_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        for name in ("header_s", "body_s", "min_body_rate", "keep_alive_s"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"http timeouts: {name} must be positive")
+
+
+@dataclass(frozen=True, slots=True)
 class GatewaySettings:
     """``model_name`` is the name clients use (``/v1/models``); ``cache`` must equal the workers'
     (its fingerprint is checked against each worker's). ``keys``: the API keys and their tenants (None:
     no authentication, one anonymous tenant). ``max_concurrent_requests``: generations in flight at
     once on this gateway; beyond it, a fast 503 with Retry-After. ``worker_tls``: TLS to the workers
-    (None: plaintext)."""
+    (None: plaintext). ``http_timeouts``: how long the HTTP front waits on slow clients.
+    ``admin_keys``: the keys of the operators' endpoints (``/metrics``, ``/dashboard``, ``/docs``;
+    None: open). ``shutdown_grace_s``: at shutdown, how long requests in flight (HTTP and gRPC
+    streams) may take to finish before they are cut."""
 
     model_name: str
     cache: CacheLayout
@@ -51,6 +76,9 @@ class GatewaySettings:
     keys: KeyRing | None = None
     max_concurrent_requests: int = 1024
     worker_tls: TlsFiles | None = None
+    http_timeouts: HttpTimeouts = field(default_factory=HttpTimeouts)
+    admin_keys: KeyRing | None = None
+    shutdown_grace_s: float = 30.0
 
     def __post_init__(self) -> None:
         if not self.model_name:
@@ -59,3 +87,5 @@ class GatewaySettings:
             raise ValueError("max_attempts must be >= 1")
         if self.max_concurrent_requests < 1:
             raise ValueError("max_concurrent_requests must be >= 1")
+        if self.shutdown_grace_s < 0:
+            raise ValueError("shutdown_grace_s must be >= 0")

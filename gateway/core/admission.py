@@ -8,6 +8,8 @@ the whole cluster drains. One gate per gateway, shared by its fronts.
 
 from __future__ import annotations
 
+import asyncio
+
 from kvgate.gateway.errors import ErrorKind, GatewayError
 
 RETRY_AFTER_S = 1.0
@@ -22,16 +24,25 @@ class InFlightGate:
         self.limit = limit
         self.in_flight = 0
         self.refused = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
 
     def try_enter(self) -> bool:
         if self.in_flight >= self.limit:
             self.refused += 1
             return False
         self.in_flight += 1
+        self._idle.clear()
         return True
 
     def leave(self) -> None:
         self.in_flight -= 1
+        if self.in_flight == 0:
+            self._idle.set()
+
+    async def drained(self) -> None:
+        """Returns once no generation is in flight (at once when none is)."""
+        await self._idle.wait()
 
     def overloaded(self) -> GatewayError:
         message = f"The gateway is handling {self.limit} requests, its limit; retry shortly."

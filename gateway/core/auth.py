@@ -32,8 +32,9 @@ def rate_limited(tenant: Tenant, wait_s: float) -> GatewayError:
 
 
 class Authenticator:
-    """Owned by the composition root, shared by the fronts. With a ``limiter``, :meth:`check_rate`
-    refuses a tenant already past its rate limit before its prompt is tokenized."""
+    """Owned by the composition root, shared by the fronts. With a ``limiter``, :meth:`count` counts
+    each request against its tenant's rate limit as it arrives, and refuses a tenant already past it
+    before anything of the request is read."""
 
     def __init__(self, keys: KeyRing | None, limiter: RateLimiter | None = None) -> None:
         self._keys = keys
@@ -59,9 +60,9 @@ class Authenticator:
         key = presented_key(headers.get("authorization"), headers.get("x-api-key"))
         return self.caller(key, headers.get(NAMESPACE_HEADER))
 
-    def check_rate(self, caller: Caller) -> None:
-        """RATE_LIMITED, with when to retry, when the caller's tenant has no request or token left
-        this minute."""
-        wait_s = self._limiter.wait_s(caller.tenant) if self._limiter is not None else 0.0
+    def count(self, caller: Caller) -> None:
+        """Counts one request of the caller's tenant, whatever becomes of it; RATE_LIMITED, with when
+        to retry (and nothing counted), when the tenant has no request or token left this minute."""
+        wait_s = self._limiter.count_request(caller.tenant) if self._limiter is not None else 0.0
         if wait_s > 0:
             raise rate_limited(caller.tenant, wait_s)

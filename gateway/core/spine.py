@@ -58,19 +58,20 @@ class RequestCore:
         """Workers requests can be sent to now (quarantined ones included: the last resort)."""
         return self._dispatcher.routable_count()
 
-    def authenticate(self, headers: Mapping[str, str], check_rate: bool = True) -> Caller:
-        """1. The caller of a front's lower-cased headers or metadata; UNAUTHENTICATED for a bad key,
-        RATE_LIMITED (before anything is tokenized) for a tenant past its limit when ``check_rate``."""
+    def authenticate(self, headers: Mapping[str, str], count: bool = True) -> Caller:
+        """1. The caller of a front's lower-cased headers or metadata; UNAUTHENTICATED for a bad key.
+        With ``count`` (every generation and dry run) the request counts against its tenant's rate
+        limit, however it ends: RATE_LIMITED, before anything else is read, past it."""
         caller = self.auth.credentials(headers)
-        if check_rate:
-            self.auth.check_rate(caller)
+        if count:
+            self.auth.count(caller)
         return caller
 
     async def prepare(self, request: GenerateRequest, caller: Caller, *, charge: bool = True) -> Job:
         """2-4. Scope, tokenize and hash ``request`` into a job. NOT_FOUND for another model,
         INVALID_REQUEST for anything the client got wrong, PERMISSION_DENIED for a namespace the
-        tenant may not use, RATE_LIMITED / TOKENS_LIMITED past the tenant's allowance (checked and
-        charged only when ``charge``: a dry run charges nothing)."""
+        tenant may not use, RATE_LIMITED / TOKENS_LIMITED past the tenant's token allowance (checked
+        and charged only when ``charge``: a dry run generates no tokens)."""
         self._check_model(request.model)
         ids = await self._encoder.encode(request.prompt)
         hint = request.cache_hint

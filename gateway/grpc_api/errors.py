@@ -4,16 +4,20 @@ message. One table, ``_STATUS``."""
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import AsyncIterator
 
 import grpc
 
 from kvgate.gateway.errors import ErrorKind, GatewayError
 
+log = logging.getLogger(__name__)
+
 _STATUS: dict[ErrorKind, grpc.StatusCode] = {
     ErrorKind.INVALID_REQUEST: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorKind.UNSUPPORTED_MEDIA_TYPE: grpc.StatusCode.INVALID_ARGUMENT,
     ErrorKind.TOO_LARGE: grpc.StatusCode.INVALID_ARGUMENT,
+    ErrorKind.TOO_SLOW: grpc.StatusCode.DEADLINE_EXCEEDED,
     ErrorKind.UNAUTHENTICATED: grpc.StatusCode.UNAUTHENTICATED,
     ErrorKind.PERMISSION_DENIED: grpc.StatusCode.PERMISSION_DENIED,
     ErrorKind.NOT_FOUND: grpc.StatusCode.NOT_FOUND,
@@ -35,8 +39,14 @@ def status_of(error: GatewayError) -> grpc.StatusCode:
 
 @contextlib.asynccontextmanager
 async def errors_as_status(context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
-    """Ends the call with the status of any domain error raised inside."""
+    """Ends the call with the status of any domain error raised inside; any other error is a bug:
+    logged, and ended as INTERNAL without its details (they are not the client's business)."""
     try:
         yield
     except GatewayError as exc:
         await context.abort(status_of(exc), exc.message)
+    except grpc.aio.AbortError:
+        raise
+    except Exception:
+        log.exception("unhandled error in a gRPC call")
+        await context.abort(grpc.StatusCode.INTERNAL, "internal error")

@@ -42,7 +42,7 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
         self, request: gateway_pb2.GatewayRequest, context: grpc.aio.ServicerContext
     ) -> gateway_pb2.RouteDecision:
         async with errors_as_status(context):
-            caller = self._core.authenticate(translate.metadata(context), check_rate=False)
+            caller = self._core.authenticate(translate.metadata(context))
             job = await self._core.prepare(translate.generate_request(request, context), caller, charge=False)
             routed = await self._core.route(job)
             return translate.route_decision(job, routed, self._core.settings.cache.chunk_size)
@@ -53,7 +53,7 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
     ) -> gateway_pb2.ListModelsResponse:
         del request
         async with errors_as_status(context):
-            self._core.authenticate(translate.metadata(context), check_rate=False)
+            self._core.authenticate(translate.metadata(context), count=False)
         model = gateway_pb2.ModelInfo(
             id=self._core.model_name,
             ready_workers=self._core.ready_workers(),

@@ -12,16 +12,21 @@ from kvgate.gateway.http_api.anthropic_prompt import anthropic_request
 from kvgate.gateway.http_api.anthropic_responses import MESSAGES_RESPONSES
 from kvgate.gateway.http_api.anthropic_schemas import MessagesRequest
 from kvgate.gateway.http_api.auth import HttpAuth
+from kvgate.gateway.http_api.json_body import body_doc, json_body, most_items
 from kvgate.gateway.http_api.streaming import CLIENT_CLOSED_REQUEST, collect_while_connected, stream_response
 from kvgate.gateway.tenancy import Caller
 
 
 def build_anthropic_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
     router = APIRouter()
+    items = most_items(core.settings.limits)
 
-    @router.post("/v1/messages", response_model=None, responses=MESSAGES_RESPONSES)
+    @router.post("/v1/messages", response_model=None, responses=MESSAGES_RESPONSES,
+                 openapi_extra=body_doc(MessagesRequest))  # fmt: skip
     async def messages(
-        body: MessagesRequest, request: Request, caller: Caller = Depends(auth)  # noqa: B008
+        request: Request,
+        body: MessagesRequest = Depends(json_body(MessagesRequest, items)),  # noqa: B008
+        caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
         job = await core.prepare(anthropic_request(body), caller)
         mid, hint = f"msg_{job.request_id}", job.cache_hint

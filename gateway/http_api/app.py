@@ -11,14 +11,18 @@ from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from kvgate.gateway.core.spine import RequestCore
+from kvgate.gateway.http_api.admin import AdminOnly
 from kvgate.gateway.http_api.admission import Admission
 from kvgate.gateway.http_api.anthropic_routes import build_anthropic_router
+from kvgate.gateway.http_api.anthropic_schemas import MessagesRequest
 from kvgate.gateway.http_api.auth import HttpAuth
-from kvgate.gateway.http_api.body_limit import BodyLimit
+from kvgate.gateway.http_api.body_limit import BodyLimit, BodyReader
 from kvgate.gateway.http_api.dashboard import build_dashboard_router
 from kvgate.gateway.http_api.errors import install_error_handlers
 from kvgate.gateway.http_api.health import HEALTH_RESPONSES
+from kvgate.gateway.http_api.json_body import document_bodies
 from kvgate.gateway.http_api.openai_routes import build_openai_router
+from kvgate.gateway.http_api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from kvgate.gateway.http_api.route_routes import build_route_router
 from kvgate.gateway.metrics import GatewayMetrics
 from kvgate.gateway.upstream.directory import WorkerDirectory
@@ -33,12 +37,15 @@ def create_app(
     app = FastAPI(title="kvgate", version="0.1.0", lifespan=lifespan)
     auth = HttpAuth(core)
     install_error_handlers(app)
-    app.add_middleware(BodyLimit, max_bytes=core.settings.limits.max_body_bytes)
-    app.add_middleware(Admission, core=core)  # outermost: refuses before reading a body
+    reader = BodyReader(core.settings.limits.max_body_bytes, core.settings.http_timeouts)
+    app.add_middleware(BodyLimit, reader=reader)
+    app.add_middleware(Admission, core=core, reader=reader)  # the key before the body
+    app.add_middleware(AdminOnly, keys=core.settings.admin_keys)
     app.include_router(build_openai_router(core, auth))
     app.include_router(build_anthropic_router(core, auth))
     app.include_router(build_dashboard_router(metrics, directory))
     app.include_router(build_route_router(core, auth))
+    document_bodies(app, [ChatCompletionRequest, CompletionRequest, MessagesRequest])
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:

@@ -13,18 +13,16 @@ _STATE_KEY = "kvgate_caller"
 
 
 class HttpAuth:
-    """``Depends(http_auth)`` on every endpoint that serves a tenant. A tenant already past its rate
-    limit is refused here (429), before its prompt is tokenized."""
+    """``Depends(http_auth)`` on every endpoint that serves a tenant. Generations and dry runs were
+    authenticated, and counted against their tenant's rate limit, by the admission middleware before
+    their body was read; other endpoints (``/v1/models``) are authenticated here and not counted."""
 
     def __init__(self, core: RequestCore) -> None:
         self._core = core
 
     async def __call__(self, request: Request) -> Caller:
         caller = request.scope.get("state", {}).get(_STATE_KEY)
-        if caller is None:
-            return self._core.authenticate(request.headers)
-        self._core.auth.check_rate(caller)
-        return caller
+        return caller if caller is not None else self._core.authenticate(request.headers, count=False)
 
 
 def remember(scope: dict, caller: Caller) -> None:

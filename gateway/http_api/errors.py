@@ -24,6 +24,7 @@ _HTTP: dict[ErrorKind, tuple[int, str, str]] = {
     ErrorKind.PERMISSION_DENIED: (403, "permission_error", "permission_error"),
     ErrorKind.NOT_FOUND: (404, "invalid_request_error", "not_found_error"),
     ErrorKind.TOO_LARGE: (413, "invalid_request_error", "request_too_large"),
+    ErrorKind.TOO_SLOW: (408, "invalid_request_error", "invalid_request_error"),
     ErrorKind.UNSUPPORTED_MEDIA_TYPE: (415, "invalid_request_error", "invalid_request_error"),
     ErrorKind.RATE_LIMITED: (429, "requests", "rate_limit_error"),
     ErrorKind.TOKENS_LIMITED: (429, "tokens", "rate_limit_error"),

@@ -13,6 +13,7 @@ from kvgate.gateway.core.spine import RequestCore
 from kvgate.gateway.core.textgen import TextDelta, TextDone
 from kvgate.gateway.http_api import openai_format as fmt
 from kvgate.gateway.http_api.auth import HttpAuth
+from kvgate.gateway.http_api.json_body import body_doc, json_body, most_items
 from kvgate.gateway.http_api.openai_responses import (
     ChatCompletion,
     ModelList,
@@ -79,23 +80,30 @@ async def _answer(
 def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
     """The OpenAI endpoints, closed over the request core (no global state)."""
     router = APIRouter(dependencies=[Depends(auth)])
+    items = most_items(core.settings.limits)
 
     @router.get("/v1/models", response_model=ModelList)
     async def models() -> dict[str, Any]:
         model = {"id": core.model_name, "object": "model", "created": 0, "owned_by": "kvgate"}
         return {"object": "list", "data": [model]}
 
-    @router.post("/v1/chat/completions", response_model=None, responses=generation_responses(ChatCompletion))
+    @router.post("/v1/chat/completions", response_model=None, responses=generation_responses(ChatCompletion),
+                 openapi_extra=body_doc(ChatCompletionRequest))  # fmt: skip
     async def chat(
-        body: ChatCompletionRequest, request: Request, caller: Caller = Depends(auth)  # noqa: B008
+        request: Request,
+        body: ChatCompletionRequest = Depends(json_body(ChatCompletionRequest, items)),  # noqa: B008
+        caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
         job = await core.prepare(openai_request(body), caller)
         rid = f"chatcmpl-{job.request_id}"
         return await _answer(core.generate(job), body, rid, fmt.chat_response, _chat_renderer, request)
 
-    @router.post("/v1/completions", response_model=None, responses=generation_responses(TextCompletion))
+    @router.post("/v1/completions", response_model=None, responses=generation_responses(TextCompletion),
+                 openapi_extra=body_doc(CompletionRequest))  # fmt: skip
     async def completions(
-        body: CompletionRequest, request: Request, caller: Caller = Depends(auth)  # noqa: B008
+        request: Request,
+        body: CompletionRequest = Depends(json_body(CompletionRequest, items)),  # noqa: B008
+        caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
         job = await core.prepare(openai_request(body), caller)
         rid, render = f"cmpl-{job.request_id}", _completion_renderer

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Body, Depends
-from pydantic import BaseModel, ValidationError
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel
 
 from kvgate.gateway.core.spine import RequestCore
 from kvgate.gateway.http_api.auth import HttpAuth
-from kvgate.gateway.http_api.body_errors import invalid_body
 from kvgate.gateway.http_api.error_bodies import error_responses
+from kvgate.gateway.http_api.json_body import body_doc, json_body, most_items
 from kvgate.gateway.http_api.openai_routes import openai_request
 from kvgate.gateway.http_api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from kvgate.gateway.routing.types import Routed
@@ -42,44 +42,28 @@ class RouteExplanation(BaseModel):
 
 _RESPONSES: dict[int | str, dict[str, Any]] = {200: {"model": RouteExplanation}, **error_responses()}
 
-# The body is read as a plain object and validated as whichever request it is; OpenAPI shows both.
-_BODY_DOC = {
-    "requestBody": {
-        "content": {
-            "application/json": {
-                "schema": {
-                    "anyOf": [
-                        {"$ref": "#/components/schemas/ChatCompletionRequest"},
-                        {"$ref": "#/components/schemas/CompletionRequest"},
-                    ]
-                }
-            }
-        }
-    }
-}
+
+def _kind(body: Any) -> type[BaseModel]:
+    """A chat body (``messages``) or a completion body (``prompt``)."""
+    return ChatCompletionRequest if "messages" in body else CompletionRequest
 
 
 def build_route_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
     router = APIRouter()
+    items = most_items(core.settings.limits)
 
-    @router.post("/v1/route", response_model=None, responses=_RESPONSES, openapi_extra=_BODY_DOC)
+    @router.post("/v1/route", response_model=None, responses=_RESPONSES,
+                 openapi_extra=body_doc(ChatCompletionRequest, CompletionRequest))  # fmt: skip
     async def route(
-        body: dict[str, Any] = Body(...), caller: Caller = Depends(auth)  # noqa: B008
+        body: ChatCompletionRequest | CompletionRequest = Depends(json_body(_kind, items)),  # noqa: B008
+        caller: Caller = Depends(auth),  # noqa: B008
     ) -> dict[str, Any]:
         """Same body as /v1/chat/completions (``messages``) or /v1/completions (``prompt``); the
         caller's cache namespace applies, and nothing is charged to its rate limit."""
-        job = await core.prepare(openai_request(_body(body)), caller, charge=False)
+        job = await core.prepare(openai_request(body), caller, charge=False)
         return explain(job, await core.route(job), core.settings.cache.chunk_size)
 
     return router
-
-
-def _body(body: dict[str, Any]) -> ChatCompletionRequest | CompletionRequest:
-    """A chat (``messages``) or completion (``prompt``) body, validated as such."""
-    try:
-        return (ChatCompletionRequest if "messages" in body else CompletionRequest).model_validate(body)
-    except ValidationError as exc:
-        raise invalid_body(exc.errors()) from exc
 
 
 def explain(job: Job, routed: Routed, chunk_size: int) -> dict[str, Any]:

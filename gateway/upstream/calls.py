@@ -4,6 +4,7 @@ how a failed call is classified (retry elsewhere, client error, deadline, failur
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 
 import grpc
@@ -19,6 +20,7 @@ from kvgate.gateway.upstream.job import Done, Job
 from kvgate.proto import convert, worker_pb2
 from kvgate.proto.workers import WorkerInfo
 
+log = logging.getLogger(__name__)
 DEAD = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.INTERNAL, grpc.StatusCode.UNKNOWN})
 RETRY = DEAD | {grpc.StatusCode.RESOURCE_EXHAUSTED, grpc.StatusCode.ABORTED}
 
@@ -38,9 +40,11 @@ def classify(exc: grpc.aio.AioRpcError, info: WorkerInfo, first_token_sent: bool
         return DeadlineError("the request's deadline passed")
     if not first_token_sent and code in RETRY:
         return RetryableError(code)
+    # the details (a worker's exception text, addresses of the link) are logged, not shown to clients
+    log.warning("worker %s failed (%s): %s", info.worker_id, code.name, exc.details())
     if first_token_sent:
-        return WorkerFailedError(f"worker {info.worker_id} failed mid-stream: {code.name} {exc.details()}")
-    return UpstreamError(f"worker {info.worker_id} failed: {code.name} {exc.details()}")
+        return WorkerFailedError(f"worker {info.worker_id} failed mid-stream ({code.name})")
+    return UpstreamError(f"worker {info.worker_id} failed ({code.name})")
 
 
 def lost(info: WorkerInfo, first_token_sent: bool) -> Exception:

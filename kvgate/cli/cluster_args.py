@@ -17,7 +17,9 @@ from kvgate.cli.secret_args import add_insecure_argument, secret_from
 from kvgate.cluster.settings import ClusterSettings, KVSizing
 from kvgate.common.grpc_tls import TlsFiles
 from kvgate.common.models import DEFAULT_MODEL_ID, default_model_path
+from kvgate.gateway.http_api.admin import ADMIN_ENV, admin_ring
 from kvgate.gateway.routing import policy_names
+from kvgate.gateway.settings import HttpTimeouts
 from kvgate.gateway.tenancy.config import ENV_VAR, key_ring
 
 HTTP_PORT = 8000
@@ -70,6 +72,17 @@ def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
                              "else no authentication)")  # fmt: skip
     parser.add_argument("--max-concurrent-requests", type=int, default=1024,
                         help="generations in flight on the gateway; beyond, a fast 503")  # fmt: skip
+    parser.add_argument("--shutdown-grace", type=float, default=30.0,
+                        help="seconds requests in flight may take to finish at shutdown")  # fmt: skip
+    slow = HttpTimeouts()
+    parser.add_argument("--header-timeout", type=float, default=slow.header_s,
+                        help="seconds a client may take to send a request's headers")  # fmt: skip
+    parser.add_argument("--body-timeout", type=float, default=slow.body_s,
+                        help="seconds for a body (plus one per --min-body-rate bytes)")  # fmt: skip
+    parser.add_argument("--min-body-rate", type=int, default=slow.min_body_rate,
+                        help="bytes per second a slow upload must keep up")  # fmt: skip
+    parser.add_argument("--keep-alive-timeout", type=float, default=slow.keep_alive_s,
+                        help="seconds an idle HTTP connection is kept open between requests")  # fmt: skip
 
 
 def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
@@ -90,11 +103,6 @@ def tls_from(args: argparse.Namespace) -> TlsFiles | None:
     if not any(files.values()):
         return None
     return TlsFiles(**files, server_name=getattr(args, "worker_tls_server_name", None))
-
-
-def add_redis_argument(parser: argparse.ArgumentParser, required: bool) -> None:
-    help_ = "the shared prefix index" + ("" if required else " (default: in-process, embedded)")
-    parser.add_argument("--redis-url", required=required, help=help_)
 
 
 def settings_from(args: argparse.Namespace, *, local: bool = False) -> ClusterSettings:
@@ -128,8 +136,22 @@ def settings_from(args: argparse.Namespace, *, local: bool = False) -> ClusterSe
         stall_timeout_s=getattr(args, "stall_timeout", 120.0),
         keys=key_ring(getattr(args, "api_keys", None), os.environ.get(ENV_VAR)),
         max_concurrent_requests=getattr(args, "max_concurrent_requests", 1024),
+        http_timeouts=http_timeouts_from(args),
+        admin_keys=admin_ring(os.environ.get(ADMIN_ENV)),
+        shutdown_grace_s=getattr(args, "shutdown_grace", 30.0),
         tls=tls_from(args),
         **optional,
+    )
+
+
+def http_timeouts_from(args: argparse.Namespace) -> HttpTimeouts:
+    """The HTTP front's timeouts of the flags (their defaults for a command without them)."""
+    slow = HttpTimeouts()
+    return HttpTimeouts(
+        header_s=getattr(args, "header_timeout", slow.header_s),
+        body_s=getattr(args, "body_timeout", slow.body_s),
+        min_body_rate=getattr(args, "min_body_rate", slow.min_body_rate),
+        keep_alive_s=getattr(args, "keep_alive_timeout", slow.keep_alive_s),
     )
 
 

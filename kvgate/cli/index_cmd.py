@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
+from kvgate.cli.redis_args import add_redis_argument
 from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex, redis_client
 
@@ -12,7 +13,7 @@ HELP = "list the live workers registered in a Redis prefix index"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--redis-url", required=True, help="redis:// or rediss:// URL")
+    add_redis_argument(parser, required=True, help_="redis:// or rediss:// URL")
     parser.add_argument("--namespace", default=IndexSettings().namespace)
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for Redis")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -11,6 +12,7 @@ import httpx
 from kvgate.cli.top_view import Snapshot, parse, render
 
 HELP = "watch a gateway's token hit rate per worker, route reasons and TTFT in the terminal"
+ADMIN_KEY_ENV = "KVGATE_ADMIN_KEY"  # the gateway's admin key, when its /metrics needs one
 CLEAR = "\x1b[H\x1b[2J"
 
 
@@ -18,10 +20,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="the gateway's HTTP address")
     parser.add_argument("--interval", type=float, default=2.0, help="seconds between refreshes")
     parser.add_argument("--once", action="store_true", help="print one screen and exit")
+    parser.epilog = f"A gateway with admin keys needs one in ${ADMIN_KEY_ENV}."
 
 
 def _scrape(url: str) -> Snapshot:
-    reply = httpx.get(f"{url.rstrip('/')}/metrics", timeout=5)
+    key = os.environ.get(ADMIN_KEY_ENV, "").strip()
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    reply = httpx.get(f"{url.rstrip('/')}/metrics", timeout=5, headers=headers)
     reply.raise_for_status()
     return parse(reply.text)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from kvgate.cli import cluster_args
+from kvgate.cli.redis_args import add_redis_argument
 
 HELP = "serve a model: Ray, worker actors and the gateway in one command (Ctrl-C stops all)"
 
@@ -14,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cluster_args.add_worker_arguments(parser)
     cluster_args.add_gateway_arguments(parser)
     cluster_args.add_tls_arguments(parser)
-    cluster_args.add_redis_argument(parser, required=False)
+    add_redis_argument(parser, required=False)
 
 
 def run(args: argparse.Namespace) -> int:

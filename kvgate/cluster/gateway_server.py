@@ -11,9 +11,9 @@ import uvicorn
 
 from kvgate.gateway.compose import Gateway
 from kvgate.gateway.grpc_api.server import build_grpc_server
+from kvgate.gateway.http_api.server import http_config
 
 START_TIMEOUT_S = 30.0
-GRPC_GRACE_S = 5.0
 
 
 class _Server(uvicorn.Server):
@@ -42,12 +42,17 @@ async def serve_gateway(
     gateway: Gateway, host: str, port: int, grpc_port: int, stop: asyncio.Event,
     ready: asyncio.Future[Listening] | None = None,
 ) -> None:  # fmt: skip
-    """Serves until ``stop`` is set, then shuts both fronts down (the HTTP app's lifespan included).
-    ``ready`` (if given) receives the bound addresses once both listen; start errors propagate."""
+    """Serves until ``stop`` is set, then shuts both fronts down (the HTTP app's lifespan included):
+    they take no new request, and those in flight, gRPC streams included, have the gateway's
+    ``shutdown_grace_s`` to finish. ``ready`` (if given) receives the bound addresses once both
+    listen; start errors propagate."""
     grpc_server, bound_grpc = build_grpc_server(
         gateway.grpc_servicer(), f"{host}:{grpc_port}", gateway.settings.limits.max_body_bytes
     )
-    http = _Server(uvicorn.Config(gateway.app, host=host, port=port, log_level="warning", lifespan="on"))
+    grace = gateway.settings.shutdown_grace_s
+    config = http_config(gateway.app, host, port, gateway.settings.http_timeouts,
+                         log_level="warning", lifespan="on", timeout_graceful_shutdown=grace)  # fmt: skip
+    http = _Server(config)
     await grpc_server.start()
     task = asyncio.create_task(http.serve(), name="kvgate-gateway-http")
     try:
@@ -57,11 +62,13 @@ async def serve_gateway(
         stopped = asyncio.ensure_future(stop.wait())
         await asyncio.wait([task, stopped], return_when=asyncio.FIRST_COMPLETED)
         stopped.cancel()
-    finally:  # gRPC first: its streams need the worker channels the HTTP app's shutdown closes
-        await grpc_server.stop(GRPC_GRACE_S)
+    finally:  # both fronts stop taking requests and drain together; the worker channels stay open
+        # until both fronts' requests are done (the app's lifespan waits for the in-flight gate)
+        grpc_stopped = asyncio.create_task(grpc_server.stop(grace))
         http.should_exit = True
         with contextlib.suppress(asyncio.CancelledError):
             await task
+        await grpc_stopped
 
 
 async def _until_started(http: uvicorn.Server, task: asyncio.Task[None]) -> None:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvgate.common.grpc_tls import TlsFiles
+from kvgate.gateway.settings import HttpTimeouts
 from kvgate.gateway.tenancy import KeyRing
 from kvgate.proto.layout import CacheLayout
 
@@ -48,7 +49,9 @@ class ClusterSettings:
     - ``worker_port`` / ``worker_metrics_port``: worker i of a node serves gRPC / ``/metrics`` on the
       i-th free port from these (up to ``PORTS_PER_NODE``; 0: any free port).
     - ``keys``: the gateway's tenants and their hashed API keys (None: no authentication);
-      ``max_concurrent_requests``: the gateway's bound on generations in flight.
+      ``max_concurrent_requests``: the gateway's bound on generations in flight; ``http_timeouts``: how
+      long its HTTP front waits on slow clients; ``admin_keys``: the keys of its operators' endpoints
+      (None: open); ``shutdown_grace_s``: how long requests in flight may finish at shutdown.
     - ``tls``: TLS on the gateway-worker gRPC link (the same files on every node; None: plaintext).
     - ``stall_timeout_s``: a worker whose engine holds requests without finishing a step this long is
       declared hung: its requests fail (the gateway re-routes them) and Ray restarts it.
@@ -73,6 +76,9 @@ class ClusterSettings:
     stall_timeout_s: float = 120.0
     keys: KeyRing | None = None
     max_concurrent_requests: int = 1024
+    http_timeouts: HttpTimeouts = field(default_factory=HttpTimeouts)
+    admin_keys: KeyRing | None = None
+    shutdown_grace_s: float = 30.0
     tls: TlsFiles | None = None
 
     def __post_init__(self) -> None:

@@ -181,6 +181,9 @@ def _gateway_settings(settings: ClusterSettings) -> GatewaySettings:
         limits=limits,
         keys=settings.keys,
         max_concurrent_requests=settings.max_concurrent_requests,
+        http_timeouts=settings.http_timeouts,
+        admin_keys=settings.admin_keys,
+        shutdown_grace_s=settings.shutdown_grace_s,
         worker_tls=settings.tls,
     )
 

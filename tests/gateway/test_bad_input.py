@@ -69,6 +69,8 @@ CASES = {
                           "maximum context length", "messages", "context_length_exceeded"),
     "context-window-ids": Bad(COMPLETIONS, {"model": MODEL, "prompt": list(range(5000))}, 400,
                               "maximum context length", code="context_length_exceeded"),
+    "array-too-long": Bad(COMPLETIONS, {"model": MODEL, "prompt": [0] * 20_000}, 400,
+                          "at most 16384 items, got 20000", "prompt"),  # refused before validation
     "max-tokens-too-big": Bad(CHAT, chat(max_tokens=100_000), 400, "at most 512 fit", "max_tokens"),
     "max-tokens-negative": Bad(CHAT, chat(max_tokens=-1), 400, "greater than or equal to 1", "max_tokens"),
     "max-tokens-zero": Bad(CHAT, chat(max_tokens=0), 400, "greater than or equal to 1", "max_tokens"),
@@ -236,6 +238,8 @@ async def test_a_failure_mid_stream_ends_an_openai_stream_with_an_error_then_don
     assert set(error) == {"error"}
     assert set(error["error"]) == {"message", "type", "param", "code"}
     assert error["error"]["type"] == "server_error"
+    assert "INTERNAL" in error["error"]["message"]
+    assert "engine crashed" not in error["error"]["message"]  # the worker's own words stay in the log
 
 
 async def test_a_failure_mid_stream_ends_an_anthropic_stream_with_an_error_event(live: LiveGateway) -> None:

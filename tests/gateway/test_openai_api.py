@@ -204,5 +204,9 @@ async def test_health_is_ok_with_workers(live: LiveGateway) -> None:
         reply = await http.get("/health")
     assert reply.status_code == 200
     assert reply.json() == {
-        "status": "ok", "workers": 2, "index_degraded": False, "discovery_stale": False, "refused_workers": 0
+        "status": "ok",
+        "workers": 2,
+        "index_degraded": False,
+        "discovery_stale": False,
+        "refused_workers": 0,
     }

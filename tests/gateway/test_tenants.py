@@ -193,12 +193,13 @@ async def test_ops_endpoints_need_no_key(tenanted: Tenanted) -> None:
 
 
 async def test_a_tenant_past_its_rate_limit_gets_429_with_retry_after(tenanted: Tenanted) -> None:
+    """Every request counts, whatever becomes of it: a dry run, and one refused as invalid, cost as
+    much of the allowance (2 a minute) as a generation, so refusals cannot be repeated for free."""
     async with tenanted.client("slow") as slow, tenanted.client("acme") as acme:
-        for _ in range(3):  # a dry run is not charged...
-            assert (await slow.post("/v1/route", json=body("probe"))).status_code == 200
-        for i in range(2):
-            assert (await slow.post("/v1/chat/completions", json=body(f"q{i}"))).status_code == 200
-        assert (await slow.post("/v1/route", json=body("probe"))).status_code == 429  # ...but is refused
+        assert (await slow.post("/v1/route", json=body("probe"))).status_code == 200
+        assert (await slow.post("/v1/chat/completions", json={"model": MODEL})).status_code == 400
+        assert (await slow.post("/v1/route", json=body("probe"))).status_code == 429
+        assert (await slow.get("/v1/models")).status_code == 200  # listing models is not counted
         limited = await slow.post("/v1/chat/completions", json=body("q3"))
         assert limited.status_code == 429
         assert limited.json()["error"]["code"] == "rate_limit_exceeded"

@@ -8,14 +8,20 @@ from collections.abc import AsyncIterator
 
 import uvicorn
 
+from kvgate.gateway.http_api.server import http_config
+from kvgate.gateway.settings import HttpTimeouts
 from tests.support.redis_server import free_port
 
 
 @contextlib.asynccontextmanager
-async def serve(app: object, timeout_s: float = 10.0) -> AsyncIterator[str]:
-    """Yields the base URL while the server runs; stops it (lifespan shutdown included) after."""
+async def serve(
+    app: object, timeout_s: float = 10.0, timeouts: HttpTimeouts | None = None
+) -> AsyncIterator[str]:
+    """Yields the base URL while the server runs (the gateway's HTTP server, with ``timeouts``);
+    stops it (lifespan shutdown included) after."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    config = http_config(app, "127.0.0.1", port, timeouts or HttpTimeouts(), log_level="warning")
+    server = uvicorn.Server(config)
     task = asyncio.create_task(server.serve())
     async with asyncio.timeout(timeout_s):
         while not server.started:

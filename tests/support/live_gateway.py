@@ -42,7 +42,7 @@ async def running_gateway(tokenizer: Tokenizer, **settings: Any) -> AsyncIterato
     config = GatewaySettings(**({"model_name": MODEL, "cache": CACHE, "limits": LIMITS} | settings))
     gateway = build_gateway(config, index, tokenizer, refresh_s=0.2)
     try:
-        async with serve(gateway.app) as url:
+        async with serve(gateway.app, timeouts=config.http_timeouts) as url:
             yield LiveGateway(url, gateway, workers, index)
     finally:
         for worker in workers:

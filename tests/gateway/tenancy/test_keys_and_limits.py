@@ -109,21 +109,23 @@ def test_requests_per_minute_admit_a_burst_then_ask_to_wait() -> None:
     clock = FakeMonotonic(100.0)
     limiter = RateLimiter(clock)
     tenant = Tenant("acme", RateLimit(requests_per_minute=3))
-    assert [limiter.admit(tenant, 10) for _ in range(3)] == [0.0, 0.0, 0.0]
-    wait = limiter.admit(tenant, 10)
+    assert [limiter.count_request(tenant) for _ in range(3)] == [0.0, 0.0, 0.0]
+    wait = limiter.count_request(tenant)
     assert wait == pytest.approx(20.0)  # one request refills every 60/3 s
     clock.now += 20.0
-    assert limiter.admit(tenant, 10) == 0.0
-    assert limiter.admit(Tenant("beta", RateLimit(requests_per_minute=3)), 10) == 0.0  # per tenant
+    assert limiter.count_request(tenant) == 0.0
+    assert limiter.count_request(tenant) > 0  # the refused one was not counted, this one is the 4th
+    assert limiter.count_request(Tenant("beta", RateLimit(requests_per_minute=3))) == 0.0  # per tenant
 
 
-def test_tokens_per_minute_charge_both_buckets_only_when_both_admit() -> None:
+def test_tokens_per_minute_are_charged_only_when_admitted() -> None:
     clock = FakeMonotonic(100.0)
     limiter = RateLimiter(clock)
     tenant = Tenant("acme", RateLimit(requests_per_minute=100, tokens_per_minute=1000))
     assert limiter.admit(tenant, 900) == 0.0
     assert limiter.admit(tenant, 200) == pytest.approx(6.0)  # 100 tokens missing at 1000/min
     assert limiter.admit(tenant, 100) == 0.0  # the refused request charged nothing
+    assert limiter.count_request(tenant) == pytest.approx(0.06)  # not even one token left
     with pytest.raises(RequestTooLargeError):
         limiter.admit(tenant, 1001)
     assert limiter.admit(Tenant("free"), 10**9) == 0.0  # no limits configured
