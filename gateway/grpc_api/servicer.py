@@ -43,8 +43,14 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
     ) -> gateway_pb2.RouteDecision:
         async with errors_as_status(context):
             caller = self._core.authenticate(translate.metadata(context))
-            job = await self._core.prepare(translate.generate_request(request, context), caller, charge=False)
-            routed = await self._core.route(job)
+            self._core.enter()  # a dry run tokenizes and looks up as a generation does: same bound
+            try:
+                job = await self._core.prepare(
+                    translate.generate_request(request, context), caller, charge=False
+                )
+                routed = await self._core.route(job)
+            finally:
+                self._core.leave()
             return translate.route_decision(job, routed, self._core.settings.cache.chunk_size)
         raise AssertionError("unreachable")  # errors_as_status aborts
 

@@ -12,6 +12,7 @@ import pytest
 
 from kvgate.cli.cache_args import SECRET_ENV
 from kvgate.cli.main import COMMANDS, build_parser
+from kvgate.cli.redis_args import REDIS_URL_ENV
 from kvgate.cluster.settings import PORTS_PER_NODE
 from kvgate.index.settings import IndexSettings
 from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, DEFAULT_CHUNK_SIZE
@@ -70,6 +71,22 @@ def test_the_secret_variable_is_the_one_the_code_reads() -> None:
         assert SECRET_ENV in path.read_text(), path
     for path in deploy_files():
         assert not re.search(r"--(hash-)?secret\b", path.read_text()), f"{path}: the secret is never a flag"
+
+
+def test_the_redis_url_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Redis URL holds the password and a command line is public, so the deploy files never pass
+    --redis-url: the commands that need one default to $KVGATE_REDIS_URL, which the files set."""
+    assert REDIS_URL_ENV == "KVGATE_REDIS_URL"
+    url = "redis://:password@redis:6379/0"
+    monkeypatch.setenv(REDIS_URL_ENV, url)
+    for command in ("up", "workers", "gateway", "index"):
+        assert build_parser().parse_args([command]).redis_url == url, command
+    monkeypatch.delenv(REDIS_URL_ENV)
+    for command in ("workers", "gateway", "index"):
+        with pytest.raises(SystemExit):  # required: a bare command needs the variable
+            build_parser().parse_args([command])
+    passing = [f"{i.source}: kvgate {i.command}" for i in all_invocations() if "--redis-url" in i.flags]
+    assert not passing
 
 
 def test_the_runbook_numbers_are_the_code_defaults() -> None:

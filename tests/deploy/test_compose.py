@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from tests.deploy import planned
+from tests.deploy.command_lines import redis_start
 from tests.deploy.files import DEPLOY, all_invocations, compose, document, version
 
 KVGATE_SERVICES = {"ray-head", "ray-worker", "kvgate-workers", "gateway"}
@@ -61,14 +62,44 @@ def test_every_kvgate_service_shares_the_hash_secret_and_the_redis_url() -> None
     assert len({env["KVGATE_REDIS_URL"] for env in envs}) == 1
 
 
-def test_workers_and_gateway_use_the_stack_redis() -> None:
+def test_workers_and_gateway_use_the_stack_redis_through_their_environment() -> None:
+    """`--redis-url` defaults to $KVGATE_REDIS_URL: the URL (with the password) is in the environment of
+    every kvgate service, and on no command line (gateway args, workers driver, index healthcheck)."""
     url = _services()["gateway"]["environment"]["KVGATE_REDIS_URL"]
-    assert re.fullmatch(rf"redis://:\$\{{REDIS_PASSWORD:-[\w-]+\}}@redis:{planned.REDIS_PORT}/0", url)
-    assert _invocation("gateway", "gateway").value("--redis-url") == url
-    assert _invocation("kvgate-workers", "workers").value("--redis-url") == "$$KVGATE_REDIS_URL"
+    match = re.fullmatch(rf"redis://:(\$\{{REDIS_PASSWORD:-[\w-]+\}})@redis:{planned.REDIS_PORT}/0", url)
+    assert match
+    assert _services()["redis"]["environment"]["REDIS_PASSWORD"] == match.group(1), "the same default"
+    calls = [
+        _invocation("gateway", "gateway"),
+        _invocation("kvgate-workers", "workers"),
+        _invocation("kvgate-workers", "index"),
+    ]
+    for call in calls:
+        assert "--redis-url" not in call.flags, f"{call.source}: kvgate {call.command}"
+        assert _services()[call.source.split()[-1]]["environment"]["KVGATE_REDIS_URL"] == url
+    for name in KVGATE_SERVICES:
+        spec = _services()[name]
+        assert "REDIS" not in str([spec.get("entrypoint"), spec["command"], spec["healthcheck"]]), name
+
+
+def test_redis_reads_its_password_from_stdin_and_keeps_its_options() -> None:
     redis = _services()["redis"]
     assert redis["image"].startswith("redis:7")
-    assert "--requirepass" in " ".join(redis["command"])
+    shell, flag, script = redis["command"]
+    assert (shell, flag) == ("sh", "-c")
+    start = redis_start(script)
+    assert start.argv[:2] == ["redis-server", "-"]
+    assert start.config == "requirepass $$REDIS_PASSWORD", "a here-document, $$ escaped for compose"
+    assert start.exec_, "exec: redis-server is the container's main process and gets its SIGTERM"
+    assert start.options() == {
+        "--save": ["60", "1000"],
+        "--appendonly": ["no"],
+        "--maxmemory": ["512mb"],
+        "--maxmemory-policy": ["volatile-lru"],
+    }
+    shell, check = redis["healthcheck"]["test"]
+    assert shell == "CMD-SHELL"
+    assert check.startswith('REDISCLI_AUTH="$$REDIS_PASSWORD" redis-cli ping ')
 
 
 def test_named_volumes_are_declared_and_used() -> None:

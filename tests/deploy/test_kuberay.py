@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from tests.deploy import planned
+from tests.deploy.command_lines import redis_start
 from tests.deploy.files import (
     DEPLOY,
     KUBERAY,
@@ -150,9 +151,29 @@ def test_redis_is_a_password_protected_statefulset_behind_its_service() -> None:
     assert service["spec"]["selector"].items() <= redis["spec"]["template"]["metadata"]["labels"].items()
     container = _container(redis["spec"]["template"]["spec"])
     assert container["image"].startswith("redis:7")
-    assert container["args"][:2] == ["--requirepass", "$(REDIS_PASSWORD)"]
     assert _env(container)["REDIS_PASSWORD"]["valueFrom"]["secretKeyRef"]["name"] == SECRET
     assert "readinessProbe" in container
+
+
+def test_redis_reads_its_password_from_stdin_and_keeps_its_options() -> None:
+    """Not `args: [--requirepass, $(REDIS_PASSWORD)]`: the kubelet expands that into the command line."""
+    container = _container(k8s_object("StatefulSet", "kvgate-redis")["spec"]["template"]["spec"])
+    assert "command" not in container, "args only: the image's entrypoint runs (umask 0077)"
+    shell, flag, script = container["args"]
+    assert (shell, flag) == ("sh", "-c")
+    start = redis_start(script)
+    assert start.argv[:2] == ["redis-server", "-"]
+    assert start.config == "requirepass $REDIS_PASSWORD", "a here-document, expanded by the shell"
+    assert start.exec_, "exec: redis-server is the container's main process and gets its SIGTERM"
+    assert start.options() == {
+        "--save": ["60", "1000"],
+        "--appendonly": ["no"],
+        "--maxmemory": ["1536mb"],
+        "--maxmemory-policy": ["volatile-lru"],
+    }
+    probe = container["readinessProbe"]["exec"]["command"]
+    assert probe[:2] == ["sh", "-c"]
+    assert probe[2].startswith('REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli ping ')
 
 
 def test_gateway_deployment_service_and_probes() -> None:
@@ -178,12 +199,15 @@ def test_gateway_deployment_service_and_probes() -> None:
     assert annotations["prometheus.io/path"] == planned.METRICS_PATH
 
 
-def test_gateway_args_use_the_default_ports_and_the_redis_url() -> None:
+def test_gateway_args_use_the_default_ports_and_the_redis_url_of_the_environment() -> None:
     (gateway,) = [i for i in all_invocations() if i.source == "Deployment/kvgate-gateway"]
     assert gateway.command == "gateway"
     assert int(gateway.value("--port")) == planned.HTTP_PORT
     assert int(gateway.value("--grpc-port")) == planned.GRPC_PORT
-    assert gateway.value("--redis-url") == "$(KVGATE_REDIS_URL)"
+    # not `--redis-url $(KVGATE_REDIS_URL)`: the kubelet would expand the URL into the command line
+    assert "--redis-url" not in gateway.flags
+    container = _container(k8s_object("Deployment", "kvgate-gateway")["spec"]["template"]["spec"])
+    assert _env(container)["KVGATE_REDIS_URL"]["value"] == _redis_url()
 
 
 def test_rayjob_places_one_worker_per_gpu_on_the_cluster() -> None:
@@ -198,7 +222,10 @@ def test_rayjob_places_one_worker_per_gpu_on_the_cluster() -> None:
         * _container(_gpu_group()["template"]["spec"])["resources"]["limits"]["nvidia.com/gpu"]
     )
     assert int(workers.value("--workers")) == gpus
-    assert workers.value("--redis-url") == "$KVGATE_REDIS_URL"
+    # the driver runs on the head: the URL comes from the head's environment, not the command line
+    assert "--redis-url" not in workers.flags
+    head = _container(_raycluster()["spec"]["headGroupSpec"]["template"]["spec"])
+    assert _env(head)["KVGATE_REDIS_URL"]["value"] == _redis_url()
     assert _gpu_group()["minReplicas"] == _gpu_group()["replicas"] == _gpu_group()["maxReplicas"]
 
 

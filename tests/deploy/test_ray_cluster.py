@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 
 from tests.deploy import planned
+from tests.deploy.command_lines import redis_start
 from tests.deploy.files import DEPLOY, ROOT, all_invocations, build_args, document
 
 CLUSTER = DEPLOY / "ray" / "cluster.yaml"
@@ -66,11 +67,20 @@ def test_pins_match_the_images() -> None:
 
 def test_starts_redis_beside_the_head_then_ray_then_kvgate() -> None:
     head = _config()["head_start_ray_commands"]
-    redis = next(c for c in head if c.startswith("redis-server"))
-    assert f"--port {planned.REDIS_PORT_BESIDE_RAY_HEAD}" in redis
-    assert '--requirepass "$REDIS_PASSWORD"' in redis
-    assert "--bind 127.0.0.1 " in redis
+    redis = next(c for c in head if "redis-server" in c)
+    start = redis_start(redis)
+    assert start.argv[:2] == ["redis-server", "-"]
+    assert start.config == "requirepass $REDIS_PASSWORD\n", "printf (a builtin) into stdin"
+    options = start.options()
+    assert options["--port"] == [str(planned.REDIS_PORT_BESIDE_RAY_HEAD)]
+    assert options["--bind"][0] == "127.0.0.1"
     assert "0.0.0.0" not in redis
+    assert options["--daemonize"] == ["yes"]
+    assert options["--save"] == [""]
+    assert "--requirepass" not in options
+    stop = next(c for c in head if "redis-cli" in c)
+    assert stop.startswith('REDISCLI_AUTH="$REDIS_PASSWORD" redis-cli ')
+    assert head.index(stop) < head.index(redis)
     ray_start = next(c for c in head if "ray start --head" in c)
     assert f"--port={planned.RAY_GCS_PORT}" in ray_start
     assert head.index(redis) < head.index(ray_start)
@@ -80,7 +90,19 @@ def test_starts_redis_beside_the_head_then_ray_then_kvgate() -> None:
     assert f":{planned.REDIS_PORT_BESIDE_RAY_HEAD}/0" in example
     calls = {i.command: i for i in all_invocations() if i.source == "deploy/ray/cluster.yaml"}
     for command in ("workers", "gateway"):
-        assert calls[command].value("--redis-url") == "$KVGATE_REDIS_URL"
+        assert "--redis-url" not in calls[command].flags, "the URL comes from $KVGATE_REDIS_URL"
     assert calls["workers"].value("--ray-address") == f"127.0.0.1:{planned.RAY_GCS_PORT}"
     assert int(calls["gateway"].value("--port")) == planned.HTTP_PORT
     assert int(calls["gateway"].value("--grpc-port")) == planned.GRPC_PORT
+
+
+def test_every_shell_on_the_nodes_exports_the_env_file() -> None:
+    """The kvgate commands pass no --redis-url: they read $KVGATE_REDIS_URL (and $KVGATE_HASH_SECRET) from
+    ~/kvgate.env, which ~/.bashrc exports; the launcher runs every command after `source ~/.bashrc`."""
+    config = _config()
+    assert config["file_mounts"]["~/kvgate.env"] == "./deploy/ray/kvgate.env"
+    (line,) = [c for c in config["setup_commands"] if ">> ~/.bashrc" in c]
+    assert "set -a; . ~/kvgate.env; set +a" in line
+    example = (DEPLOY / "ray" / "kvgate.env.example").read_text().splitlines()
+    names = {line.partition("=")[0] for line in example if line and not line.startswith("#")}
+    assert names >= {"KVGATE_HASH_SECRET", "REDIS_PASSWORD", "KVGATE_REDIS_URL", "KVGATE_WORKERS"}

@@ -40,6 +40,7 @@ def tiny_up(tiny_chat_model: Path) -> Iterator[UpProcess]:
 def test_up_serves_caches_survives_a_crash_and_stops_cleanly(tiny_up: UpProcess) -> None:
     tiny_up.wait_healthy(timeout_s=90)
     assert "OPENAI_BASE_URL=" + tiny_up.base_url + "/v1" in "".join(tiny_up.stdout)
+    assert "generated a deployment secret" in "".join(tiny_up.stderr)  # none was given: one machine
     client = openai.OpenAI(base_url=f"{tiny_up.base_url}/v1", api_key="unused", max_retries=0)
     create = client.chat.completions.create
 

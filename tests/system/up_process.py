@@ -28,14 +28,19 @@ SECRET = "cluster-tests-secret-0123456789"
 class UpProcess:
     """One ``kvgate up`` run. ``args``: extra flags (the ports and the Ray temp dir are added here).
     The Ray temp dir is short (Ray's Unix socket paths must stay under 108 bytes) and private, so that
-    every process this run started can be found by it afterwards."""
+    every process this run started can be found by it afterwards. Alone on this machine it runs as the
+    README's one command does, without ``$KVGATE_HASH_SECRET`` (it makes up its own); with Redis it is
+    given one, as a deployment must."""
 
     def __init__(self, args: list[str]) -> None:
         self.port, self.grpc_port = free_port(), free_port()
         self.ray_dir = tempfile.mkdtemp(prefix="kvr-", dir="/tmp")
         command = [sys.executable, "-m", "kvgate.cli.main", "up", *args, "--port", str(self.port),
                    "--grpc-port", str(self.grpc_port), "--ray-temp-dir", self.ray_dir]  # fmt: skip
-        env = os.environ | {"RAY_USAGE_STATS_ENABLED": "0", "KVGATE_HASH_SECRET": SECRET}
+        env = {k: v for k, v in os.environ.items() if k not in ("KVGATE_HASH_SECRET", "KVGATE_REDIS_URL")}
+        env["RAY_USAGE_STATS_ENABLED"] = "0"
+        if "--redis-url" in args:
+            env["KVGATE_HASH_SECRET"] = SECRET
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
         )
