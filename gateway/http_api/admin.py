@@ -23,9 +23,7 @@ from kvgate.gateway.tenancy import KeyRing, Tenant
 ADMIN_ENV = "KVGATE_ADMIN_KEYS"
 ADMIN_PATHS = ("/metrics", "/dashboard", "/docs", "/redoc", "/openapi.json")
 _ADMIN = Tenant("admin")
-_NEEDS_KEY = GatewayError(
-    "this endpoint needs an admin key", ErrorKind.UNAUTHENTICATED, code="admin_key_required"
-)
+_NEEDS_KEY = "this endpoint needs an admin key"
 
 
 def admin_ring(value: str | None) -> KeyRing | None:
@@ -63,7 +61,9 @@ class AdminOnly:
         if self._keys.authenticate(presented(Headers(scope=scope))) is not None:
             await self._app(scope, receive, send)
             return
-        response = error_response(_NEEDS_KEY)
+        response = error_response(
+            GatewayError(_NEEDS_KEY, ErrorKind.UNAUTHENTICATED, code="admin_key_required")
+        )
         response.headers["www-authenticate"] = 'Basic realm="kvgate admin", charset="UTF-8"'
         await response(scope, receive, send)
 
