@@ -59,7 +59,7 @@ class KVGatewayServicer:
     def Generate(self, request, context):
         """Generates: a stream of Delta messages, then exactly one Final, then the end of the stream. Fails with
         NOT_FOUND for an unknown model, INVALID_ARGUMENT for a malformed request, UNAVAILABLE when no worker
-        of the model is live.
+        of the model is live. The trailing metadata carries the request id as "x-request-id".
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -67,7 +67,9 @@ class KVGatewayServicer:
 
     def Route(self, request, context):
         """The routing decision Generate would make now, without generating and without recording a pending
-        routing hint (no side effects): for debugging and for benchmarks of the router.
+        routing hint (no side effects): for debugging and for benchmarks of the router. Equal requests break
+        routing ties alike, so on an unchanged cluster the next Generate of the same request goes where
+        Route said. The trailing metadata carries the request id as "x-request-id".
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -7,6 +7,7 @@ import time
 import uuid
 
 import numpy as np
+import xxhash
 
 from kvgate.gateway.core.auth import rate_limited
 from kvgate.gateway.core.request import GenerateRequest
@@ -85,8 +86,10 @@ class JobBuilder:
         scope: CacheScope,
         hint: CacheHint | None,
     ) -> Job:
-        """The job: the prompt's chunk hashes under the scope's roots, a fresh request id, and the
-        sooner of the gateway's and the client's deadlines."""
+        """The job: the prompt's chunk hashes under the scope's roots, a fresh request id, the sooner
+        of the gateway's and the client's deadlines, and a request key that is a digest of the scope and
+        the tokens: routing breaks ties by it, so equal requests break them alike (a dry run predicts
+        the generation that follows it; repeats of a prompt land together) and different ones spread."""
         cache = self._settings.cache
         deadline_s = time.monotonic() + self._settings.limits.request_timeout_s
         if request.deadline_s is not None:
@@ -96,7 +99,7 @@ class JobBuilder:
             token_ids=ids,
             hashes=chain_hashes(ids, scope.roots(cache), cache.chunk_size),
             sampling=sampling,
-            request_key=uuid.uuid4().int & (2**64 - 1),
+            request_key=_request_key(scope, ids),
             cache_salt=scope.private_salt,
             shared_salt=scope.shared_salt,
             shared_tokens=scope.shared_tokens,
@@ -111,3 +114,9 @@ class JobBuilder:
             raise invalid(f"at most {limits.max_stop_strings} stop strings are allowed", "stop")
         if any(not s or len(s) > limits.max_stop_chars for s in stops):
             raise invalid(f"stop strings must have 1 to {limits.max_stop_chars} characters", "stop")
+
+
+def _request_key(scope: CacheScope, ids: np.ndarray) -> int:
+    """A 64-bit digest of the request's scope and tokens."""
+    head = f"{scope.private_salt}\x00{scope.shared_salt}\x00{scope.shared_tokens}\x00".encode()
+    return xxhash.xxh3_64_intdigest(head + np.asarray(ids, dtype="<u4").tobytes())

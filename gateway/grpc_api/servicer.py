@@ -17,6 +17,8 @@ from kvgate.gateway.grpc_api import translate
 from kvgate.gateway.grpc_api.errors import errors_as_status
 from kvgate.proto import gateway_pb2, gateway_pb2_grpc
 
+REQUEST_ID_KEY = "x-request-id"  # trailing metadata of Generate and Route: the id in Final.request_id
+
 
 class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
     """Translates each call for ``core``; shares its in-flight gate and keys with the HTTP front."""
@@ -31,10 +33,13 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
             caller = self._core.authenticate(translate.metadata(context))  # before taking a slot
             self._core.enter()
             try:
-                job = await self._core.prepare(translate.generate_request(request, context), caller)
+                wanted = translate.generate_request(request, context, self._core.model_name)
+                job = await self._core.prepare(wanted, caller)
+                shown_id = translate.request_id(request, job)
+                context.set_trailing_metadata(((REQUEST_ID_KEY, shown_id),))
                 async with contextlib.aclosing(self._core.generate(job)) as events:
                     async for item in events:
-                        yield translate.response(item, job)
+                        yield translate.response(item, job, shown_id)
             finally:
                 self._core.leave()
 
@@ -45,9 +50,9 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
             caller = self._core.authenticate(translate.metadata(context))
             self._core.enter()  # a dry run tokenizes and looks up as a generation does: same bound
             try:
-                job = await self._core.prepare(
-                    translate.generate_request(request, context), caller, charge=False
-                )
+                wanted = translate.generate_request(request, context, self._core.model_name)
+                job = await self._core.prepare(wanted, caller, charge=False)
+                context.set_trailing_metadata(((REQUEST_ID_KEY, translate.request_id(request, job)),))
                 routed = await self._core.route(job)
             finally:
                 self._core.leave()

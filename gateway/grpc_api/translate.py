@@ -14,9 +14,10 @@ from kvgate.gateway.errors import invalid
 from kvgate.gateway.routing.types import Routed, RouteReason
 from kvgate.gateway.upstream.job import Job
 from kvgate.proto import common_pb2, convert, gateway_pb2
-from kvgate.proto.sampling import CacheHint
+from kvgate.proto.sampling import DEFAULT_MAX_TOKENS, CacheHint
 
 MAX_CLIENT_SALT_CHARS = 256
+MAX_REQUEST_ID_CHARS = 128
 _OPTIONAL = ("temperature", "top_p", "top_k", "seed")
 _REASONS = {
     RouteReason.CACHE_HIT: gateway_pb2.ROUTE_REASON_CACHE_HIT,
@@ -32,13 +33,15 @@ def metadata(context: grpc.aio.ServicerContext) -> dict[str, str]:
 
 
 def generate_request(
-    request: gateway_pb2.GatewayRequest, context: grpc.aio.ServicerContext
+    request: gateway_pb2.GatewayRequest, context: grpc.aio.ServicerContext, default_model: str
 ) -> GenerateRequest:
-    """The core's request for a ``GatewayRequest``; the call's deadline, if any, bounds it.
-    INVALID_REQUEST for a request without input, a bad cache hint or an over-long cache salt."""
+    """The core's request for a ``GatewayRequest``, as the .proto defines its defaults: an empty
+    ``model`` is ``default_model``, an unset ``max_tokens`` is ``DEFAULT_MAX_TOKENS``; the call's
+    deadline, if any, bounds it. INVALID_REQUEST for a request without input, a bad cache hint or an
+    over-long cache salt."""
     remaining = context.time_remaining()
     return GenerateRequest(
-        request.model,
+        request.model or default_model,
         _prompt(request),
         _sampling(request.sampling),
         tuple(request.sampling.stop),
@@ -49,8 +52,17 @@ def generate_request(
     )
 
 
-def response(item: TextDelta | TextDone, job: Job) -> gateway_pb2.GatewayResponse:
-    """A delta, or the final message with usage, the route and the request id."""
+def request_id(request: gateway_pb2.GatewayRequest, job: Job) -> str:
+    """The id a client sees: its own ``request_id`` when it gave one, else the gateway's. The
+    gateway's own id (unique, never the client's) is the one workers see."""
+    client = request.request_id
+    if len(client) > MAX_REQUEST_ID_CHARS or not client.isprintable():
+        raise invalid(f"request_id must be at most {MAX_REQUEST_ID_CHARS} printable characters", "request_id")
+    return client or job.request_id
+
+
+def response(item: TextDelta | TextDone, job: Job, shown_id: str) -> gateway_pb2.GatewayResponse:
+    """A delta, or the final message with usage, the route and ``shown_id`` (:func:`request_id`)."""
     if isinstance(item, TextDelta):
         return gateway_pb2.GatewayResponse(delta=gateway_pb2.Delta(text=item.text, token_ids=item.token_ids))
     decision = item.routed.decision
@@ -60,7 +72,7 @@ def response(item: TextDelta | TextDone, job: Job) -> gateway_pb2.GatewayRespons
         worker_id=decision.worker_id,
         route_reason=_REASONS[decision.reason],
         predicted_cached_tokens=decision.predicted_cached_tokens,
-        request_id=job.request_id,
+        request_id=shown_id,
     )
     if item.matched_stop is not None:
         final.matched_stop = item.matched_stop
@@ -103,7 +115,7 @@ def _prompt(request: gateway_pb2.GatewayRequest) -> PromptInput:
 
 def _sampling(msg: common_pb2.SamplingParams) -> dict[str, Any]:
     fields: dict[str, Any] = {name: getattr(msg, name) for name in _OPTIONAL if msg.HasField(name)}
-    fields["max_tokens"] = msg.max_tokens or None
+    fields["max_tokens"] = msg.max_tokens or DEFAULT_MAX_TOKENS
     fields["stop_token_ids"] = tuple(msg.stop_token_ids)
     fields["ignore_eos"] = msg.ignore_eos or None
     return fields

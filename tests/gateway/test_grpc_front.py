@@ -68,6 +68,47 @@ async def test_route_is_a_dry_run(channel: grpc.aio.Channel) -> None:
     assert decision.chunk_size == 128
 
 
+async def test_an_empty_model_and_unset_max_tokens_take_the_proto_defaults(channel: grpc.aio.Channel) -> None:
+    """``model`` empty = the default model; ``max_tokens`` unset (no sampling at all, or sampling
+    without it) = 16, not a context window's worth."""
+    bare = gateway_pb2.GatewayRequest(prompt="count to a thousand:")
+    with_sampling = gateway_pb2.GatewayRequest(
+        prompt="and again:", sampling=common_pb2.SamplingParams(temperature=0.0)
+    )
+    for req in (bare, with_sampling):
+        final = (await generate(channel, req))[-1].final
+        assert final.usage.completion_tokens == 16
+    models = await gateway_pb2_grpc.KVGatewayStub(channel).ListModels(gateway_pb2.ListModelsRequest())
+    assert [m.id for m in models.models] == [MODEL]
+
+
+async def test_route_names_the_worker_the_next_generate_goes_to(channel: grpc.aio.Channel) -> None:
+    """On an idle cluster, nothing changing in between: Route predicts Generate, prompt after prompt."""
+    stub = gateway_pb2_grpc.KVGatewayStub(channel)
+    for i in range(8):
+        short = request(f"question {i}")  # distinct prompts: ties between the workers, broken alike
+        short.chat.messages[0].content = "Be brief."  # under one chunk: no cached prefix decides it
+        predicted = (await stub.Route(short)).chosen_worker
+        assert (await generate(channel, short))[-1].final.worker_id == predicted
+
+
+async def test_generate_and_route_return_the_request_id_as_trailing_metadata(
+    channel: grpc.aio.Channel,
+) -> None:
+    stub = gateway_pb2_grpc.KVGatewayStub(channel)
+    call = stub.Generate(request("id"))
+    messages = [m async for m in call]
+    assert ("x-request-id", messages[-1].final.request_id) in tuple(await call.trailing_metadata())
+    route = stub.Route(request("id"))
+    await route
+    assert dict(await route.trailing_metadata())["x-request-id"]
+    mine = request("mine")
+    mine.request_id = "client-chosen-7"
+    call = stub.Generate(mine)
+    assert [m async for m in call][-1].final.request_id == "client-chosen-7"  # echoed, as the .proto says
+    assert dict(await call.trailing_metadata())["x-request-id"] == "client-chosen-7"
+
+
 async def test_the_callers_deadline_is_honoured(live: LiveGateway, channel: grpc.aio.Channel) -> None:
     for worker in live.workers:
         worker.mode = Mode.STALL
