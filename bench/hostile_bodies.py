@@ -65,8 +65,9 @@ def main() -> None:
     (args.out / "hostile_bodies.json").write_text(json.dumps(report, indent=2) + "\n")
     print(f"commit {report['commit']}, {args.repeats} bodies of each kind")
     for kind, r in report["results"].items():
-        print(f"{kind:>14}: {r['body_bytes']} B, refused in {r['refused_median_s']} s (max {r['refused_max_s']}), "
-              f"slowest /health {r['health_slowest_s']} s, RSS {r['rss_before_mib']} -> {r['rss_after_mib']} MiB")  # fmt: skip
+        print(f"{kind:>14}: {r['body_bytes']} B, refused in {r['refused_median_s']} s "
+              f"(max {r['refused_max_s']}), slowest /health {r['health_slowest_s']} s, "
+              f"RSS {r['rss_before_mib']} -> {r['rss_after_mib']} MiB")  # fmt: skip
 
 
 if __name__ == "__main__":
