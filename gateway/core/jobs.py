@@ -95,7 +95,7 @@ class JobBuilder:
         if request.deadline_s is not None:
             deadline_s = min(deadline_s, request.deadline_s)
         return Job(
-            request_id=uuid.uuid4().hex,
+            request_id=request.request_id or uuid.uuid4().hex,
             token_ids=ids,
             hashes=chain_hashes(ids, scope.roots(cache), cache.chunk_size),
             sampling=sampling,

@@ -58,7 +58,8 @@ class GenerateRequest:
     unset (``max_tokens`` None: as many as fit). ``cache_hint``: a pinned prefix given in tokens;
     breakpoints of a :class:`ChatInput` are turned into one. ``client_salt`` splits the tenant's own
     cache, never reaches another's. ``deadline_s``: the client's own deadline (``time.monotonic``),
-    if sooner than the gateway's.
+    if sooner than the gateway's. ``request_id``: the id the front already gave the request (unique;
+    None: the core assigns one).
     """
 
     model: str
@@ -69,3 +70,4 @@ class GenerateRequest:
     cache_hint: CacheHint | None = None
     client_salt: str = ""
     deadline_s: float | None = None
+    request_id: str | None = None

@@ -13,6 +13,7 @@ from kvgate.gateway.http_api.anthropic_responses import MESSAGES_RESPONSES
 from kvgate.gateway.http_api.anthropic_schemas import MessagesRequest
 from kvgate.gateway.http_api.auth import HttpAuth
 from kvgate.gateway.http_api.json_body import body_doc, json_body, most_items
+from kvgate.gateway.http_api.request_ids import with_id
 from kvgate.gateway.http_api.streaming import CLIENT_CLOSED_REQUEST, collect_while_connected, stream_response
 from kvgate.gateway.tenancy import Caller
 
@@ -28,7 +29,7 @@ def build_anthropic_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         body: MessagesRequest = Depends(json_body(MessagesRequest, items)),  # noqa: B008
         caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
-        job = await core.prepare(anthropic_request(body), caller)
+        job = await core.prepare(with_id(anthropic_request(body), request), caller)
         mid, hint = f"msg_{job.request_id}", job.cache_hint
         if not body.stream:
             answer = await collect_while_connected(core.generate(job), request)

@@ -23,6 +23,7 @@ from kvgate.gateway.http_api.health import HEALTH_RESPONSES
 from kvgate.gateway.http_api.json_body import document_bodies
 from kvgate.gateway.http_api.openai_routes import build_openai_router
 from kvgate.gateway.http_api.openai_schemas import ChatCompletionRequest, CompletionRequest
+from kvgate.gateway.http_api.request_ids import RequestIds
 from kvgate.gateway.http_api.route_routes import build_route_router
 from kvgate.gateway.metrics import GatewayMetrics
 from kvgate.gateway.upstream.directory import WorkerDirectory
@@ -41,6 +42,7 @@ def create_app(
     app.add_middleware(BodyLimit, reader=reader)
     app.add_middleware(Admission, core=core, reader=reader)  # the key before the body
     app.add_middleware(AdminOnly, keys=core.settings.admin_keys)
+    app.add_middleware(RequestIds)  # outermost: every answer, refusals included, names its request
     app.include_router(build_openai_router(core, auth))
     app.include_router(build_anthropic_router(core, auth))
     app.include_router(build_dashboard_router(metrics, directory))

@@ -59,5 +59,3 @@ def unreadable_body(cause: BaseException | None) -> GatewayError | None:
     if isinstance(cause, ValueError):  # e.g. an integer of more than 4300 digits
         return invalid(f"the body is not valid JSON: {cause}", code="invalid_json")
     return None
-
-

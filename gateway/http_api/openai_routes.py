@@ -21,6 +21,7 @@ from kvgate.gateway.http_api.openai_responses import (
     generation_responses,
 )
 from kvgate.gateway.http_api.openai_schemas import ChatCompletionRequest, CompletionRequest
+from kvgate.gateway.http_api.request_ids import with_id
 from kvgate.gateway.http_api.streaming import (
     CLIENT_CLOSED_REQUEST,
     Events,
@@ -94,7 +95,7 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         body: ChatCompletionRequest = Depends(json_body(ChatCompletionRequest, items)),  # noqa: B008
         caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
-        job = await core.prepare(openai_request(body), caller)
+        job = await core.prepare(with_id(openai_request(body), request), caller)
         rid = f"chatcmpl-{job.request_id}"
         return await _answer(core.generate(job), body, rid, fmt.chat_response, _chat_renderer, request)
 
@@ -105,7 +106,7 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         body: CompletionRequest = Depends(json_body(CompletionRequest, items)),  # noqa: B008
         caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
-        job = await core.prepare(openai_request(body), caller)
+        job = await core.prepare(with_id(openai_request(body), request), caller)
         rid, render = f"cmpl-{job.request_id}", _completion_renderer
         return await _answer(core.generate(job), body, rid, fmt.completion_response, render, request)
 
