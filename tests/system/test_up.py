@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import openai
 import pytest
 
@@ -48,7 +48,11 @@ def test_up_serves_caches_survives_a_crash_and_stops_cleanly(tiny_up: UpProcess)
     first = create(model="tiny", messages=chat("What is 2+2?"), max_tokens=5)
     assert first.usage.completion_tokens == 5
     home = first.model_extra["kvgate"]["worker"]
-    time.sleep(1.0)  # the worker's events reach the embedded index through the gateway's feed
+    # the worker's events reach the embedded index through the gateway's feed: wait until a dry run
+    # of the next request sees the prefix where the first one was cached
+    probe = {"model": "tiny", "messages": chat("And 3+3?"), "max_tokens": 5}
+    route = f"{tiny_up.base_url}/v1/route"
+    wait_for(lambda: httpx.post(route, json=probe, timeout=10).json()["reason"] == "cache_hit", timeout_s=30)
     second = create(model="tiny", messages=chat("And 3+3?"), max_tokens=5)
     assert second.model_extra["kvgate"] == second.model_extra["kvgate"] | {"worker": home}
     assert second.model_extra["kvgate"]["route_reason"] == "cache_hit"
@@ -111,7 +115,9 @@ def test_up_with_a_redis_index(tiny_chat_model: Path, private_redis: RedisServer
         process.wait_healthy(timeout_s=90)
         client = openai.OpenAI(base_url=f"{process.base_url}/v1", api_key="unused", max_retries=0)
         home = client.chat.completions.create(model="tiny", messages=chat("2+2?"), max_tokens=3)
-        time.sleep(1.0)  # the worker publishes its new chunks to Redis
+        probe = {"model": "tiny", "messages": chat("3+3?"), "max_tokens": 3}  # the worker publishes its
+        route = f"{process.base_url}/v1/route"  # new chunks to Redis: wait until the gateway sees them
+        wait_for(lambda: httpx.post(route, json=probe, timeout=10).json()["reason"] == "cache_hit", 30)
         again = client.chat.completions.create(model="tiny", messages=chat("3+3?"), max_tokens=3)
         assert again.model_extra["kvgate"]["worker"] == home.model_extra["kvgate"]["worker"]
         assert again.usage.prompt_tokens_details.cached_tokens > 0
