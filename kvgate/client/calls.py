@@ -1,0 +1,61 @@
+"""What both clients send: the request message of a call's arguments, and its metadata."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from kvgate.proto import common_pb2, gateway_pb2
+
+NAMESPACE_KEY = "x-kvgate-cache-namespace"
+Messages = Sequence[Mapping[str, str]]
+
+
+def request(
+    *,
+    prompt: str | None = None,
+    messages: Messages | None = None,
+    token_ids: Sequence[int] | None = None,
+    model: str = "",
+    max_tokens: int | None = None,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    top_k: int | None = None,
+    seed: int | None = None,
+    stop: Sequence[str] = (),
+    cache_salt: str = "",
+    prompt_cache_key: str = "",
+    request_id: str = "",
+) -> gateway_pb2.GatewayRequest:
+    """The ``GatewayRequest`` of exactly one of ``prompt`` (raw text), ``messages`` (a chat: dicts with
+    ``role`` and ``content``) or ``token_ids``; ValueError otherwise. Sampling fields left None take
+    the gateway's defaults (``max_tokens`` 16, ``temperature`` 1)."""
+    given = [name for name, value in (("prompt", prompt), ("messages", messages), ("token_ids", token_ids))
+             if value is not None]  # fmt: skip
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of prompt, messages or token_ids (got {given or 'none'})")
+    optional = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": seed}
+    sampling = common_pb2.SamplingParams(
+        max_tokens=max_tokens or 0, stop=list(stop), **{k: v for k, v in optional.items() if v is not None}
+    )
+    message = gateway_pb2.GatewayRequest(
+        model=model, sampling=sampling, cache_salt=cache_salt, prompt_cache_key=prompt_cache_key,
+        request_id=request_id,
+    )  # fmt: skip
+    if prompt is not None:
+        message.prompt = prompt
+    elif messages is not None:
+        turns = [gateway_pb2.ChatMessage(role=m["role"], content=m["content"]) for m in messages]
+        message.chat.CopyFrom(gateway_pb2.ChatMessages(messages=turns))
+    else:
+        message.tokens.CopyFrom(gateway_pb2.TokenIds(ids=list(token_ids or ())))
+    return message
+
+
+def metadata(api_key: str | None, namespace: str | None) -> tuple[tuple[str, str], ...]:
+    """The call metadata: the API key as a bearer token, the shared cache namespace opted into."""
+    pairs = []
+    if api_key:
+        pairs.append(("authorization", f"Bearer {api_key}"))
+    if namespace:
+        pairs.append((NAMESPACE_KEY, namespace))
+    return tuple(pairs)
