@@ -1,0 +1,264 @@
+"""The same scenarios through the HTTP front (OpenAI-style) and the gRPC front, on one gateway over
+scripted workers: equal outputs and usage, the same cache behaviour, and refusals of the same kind."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import grpc
+import httpx
+import pytest
+
+from kvgate.common.tokenizer import Tokenizer
+from kvgate.gateway.grpc_api.server import build_grpc_server
+from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
+from kvgate.proto import common_pb2, gateway_pb2, gateway_pb2_grpc
+from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
+from tests.support.scripted_worker import Mode
+
+KEYS = {"acme": "kvg-parity-acme", "beta": "kvg-parity-beta"}
+PUBLIC = frozenset({"public"})
+SYSTEM = "You answer questions about prefix caching, briefly and precisely. " * 12  # > 1 chunk
+
+
+@dataclass(frozen=True)
+class Outcome:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+
+class RefusedError(Exception):
+    """A refusal, by kind: invalid, not_found, unauthenticated, permission_denied."""
+
+
+class Front(Protocol):
+    name: str
+
+    async def chat(self, system: str, user: str, tenant: str = "acme", **options: Any) -> Outcome: ...
+    async def completion(self, prompt: str, tenant: str = "acme", **options: Any) -> Outcome: ...
+    async def stream(self, system: str, user: str, tenant: str = "acme") -> str: ...
+
+
+_HTTP_KIND = {400: "invalid", 401: "unauthenticated", 403: "permission_denied", 404: "not_found"}
+_GRPC_KIND = {
+    grpc.StatusCode.INVALID_ARGUMENT: "invalid",
+    grpc.StatusCode.UNAUTHENTICATED: "unauthenticated",
+    grpc.StatusCode.NOT_FOUND: "not_found",
+    grpc.StatusCode.PERMISSION_DENIED: "permission_denied",
+}
+
+
+class Http:
+    name = "http"
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+
+    def _headers(self, tenant: str, namespace: str | None) -> dict[str, str]:
+        headers = {"authorization": f"Bearer {KEYS.get(tenant, 'kvg-wrong')}"}
+        return headers | ({"x-kvgate-cache-namespace": namespace} if namespace else {})
+
+    async def _post(self, path: str, body: dict, tenant: str, namespace: str | None) -> dict:
+        async with httpx.AsyncClient(base_url=self._url, timeout=30) as http:
+            reply = await http.post(path, json=body, headers=self._headers(tenant, namespace))
+        if reply.status_code != 200:
+            raise RefusedError(_HTTP_KIND.get(reply.status_code, str(reply.status_code)))
+        return reply.json()
+
+    async def chat(self, system: str, user: str, tenant: str = "acme", **options: Any) -> Outcome:
+        namespace = options.pop("namespace", None)
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        body = {"model": options.pop("model", MODEL), "messages": messages, "max_tokens": 4} | options
+        return _outcome(await self._post("/v1/chat/completions", body, tenant, namespace), "message")
+
+    async def completion(self, prompt: str, tenant: str = "acme", **options: Any) -> Outcome:
+        body = {"model": MODEL, "prompt": prompt, "max_tokens": 4} | options
+        return _outcome(await self._post("/v1/completions", body, tenant, None), "text")
+
+    async def stream(self, system: str, user: str, tenant: str = "acme") -> str:
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        body = {"model": MODEL, "messages": messages, "max_tokens": 4, "stream": True}
+        async with (
+            httpx.AsyncClient(base_url=self._url, timeout=30) as http,
+            http.stream(
+                "POST", "/v1/chat/completions", json=body, headers=self._headers(tenant, None)
+            ) as reply,
+        ):
+            text = ""
+            async for line in reply.aiter_lines():
+                if line.startswith("data: {"):
+                    choices = json.loads(line.removeprefix("data: "))["choices"]
+                    text += choices[0]["delta"].get("content") or "" if choices else ""
+            return text
+
+
+def _outcome(body: dict, field: str) -> Outcome:
+    choice = body["choices"][0]
+    text = choice["message"]["content"] if field == "message" else choice["text"]
+    usage = body["usage"]
+    cached = usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
+    return Outcome(text, usage["prompt_tokens"], usage["completion_tokens"], cached)
+
+
+class Grpc:
+    name = "grpc"
+
+    def __init__(self, channel: grpc.aio.Channel) -> None:
+        self._stub = gateway_pb2_grpc.KVGatewayStub(channel)
+
+    @staticmethod
+    def _metadata(tenant: str, namespace: str | None) -> tuple[tuple[str, str], ...]:
+        pairs = (("authorization", f"Bearer {KEYS.get(tenant, 'kvg-wrong')}"),)
+        return pairs + ((("x-kvgate-cache-namespace", namespace),) if namespace else ())
+
+    async def _generate(
+        self, request: gateway_pb2.GatewayRequest, tenant: str, namespace: str | None
+    ) -> list:
+        try:
+            return [m async for m in self._stub.Generate(request, metadata=self._metadata(tenant, namespace))]
+        except grpc.aio.AioRpcError as error:
+            raise RefusedError(_GRPC_KIND.get(error.code(), error.code().name)) from None
+
+    async def chat(self, system: str, user: str, tenant: str = "acme", **options: Any) -> Outcome:
+        namespace = options.pop("namespace", None)
+        chat = _chat(system, user)
+        request = gateway_pb2.GatewayRequest(
+            model=options.pop("model", MODEL), chat=chat, **_grpc_options(options)
+        )
+        return _grpc_outcome(await self._generate(request, tenant, namespace))
+
+    async def completion(self, prompt: str, tenant: str = "acme", **options: Any) -> Outcome:
+        request = gateway_pb2.GatewayRequest(model=MODEL, prompt=prompt, **_grpc_options(options))
+        return _grpc_outcome(await self._generate(request, tenant, None))
+
+    async def stream(self, system: str, user: str, tenant: str = "acme") -> str:
+        sampling = common_pb2.SamplingParams(max_tokens=4)
+        request = gateway_pb2.GatewayRequest(model=MODEL, chat=_chat(system, user), sampling=sampling)
+        messages = await self._generate(request, tenant, None)
+        return "".join(m.delta.text for m in messages if m.WhichOneof("kind") == "delta")
+
+
+def _chat(system: str, user: str) -> gateway_pb2.ChatMessages:
+    turns = [
+        gateway_pb2.ChatMessage(role="system", content=system),
+        gateway_pb2.ChatMessage(role="user", content=user),
+    ]
+    return gateway_pb2.ChatMessages(messages=turns)
+
+
+def _grpc_options(options: dict[str, Any]) -> dict[str, Any]:
+    """HTTP body fields as GatewayRequest fields (sampling values, cache_salt)."""
+    sampling = {"max_tokens": options.pop("max_tokens", 4)} | {
+        k: options.pop(k) for k in ("temperature", "top_p", "seed") if k in options
+    }
+    return {"sampling": common_pb2.SamplingParams(**sampling)} | options
+
+
+def _grpc_outcome(messages: list) -> Outcome:
+    final = messages[-1].final
+    text = "".join(m.delta.text for m in messages[:-1])
+    usage = final.usage
+    return Outcome(text, usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)
+
+
+@dataclass
+class Fronts:
+    live: LiveGateway
+    http: Http
+    grpc: Grpc
+
+
+@pytest.fixture
+async def fronts(tokenizer: Tokenizer) -> AsyncIterator[Fronts]:
+    ring = KeyRing([(hash_key(KEYS[name]), Tenant(name, shared_namespaces=PUBLIC)) for name in KEYS])
+    async with running_gateway(tokenizer, keys=ring) as live:
+        server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", 1 << 20)
+        await server.start()
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            yield Fronts(live, Http(live.url), Grpc(channel))
+        await server.stop(grace=None)
+
+
+def both(fronts: Fronts) -> list[Front]:
+    return [fronts.http, fronts.grpc]
+
+
+async def test_a_chat_and_a_completion_give_equal_outputs_and_usage(fronts: Fronts) -> None:
+    chats = [await f.chat(f"{SYSTEM} chat", "What is a chunk?", temperature=0.0) for f in both(fronts)]
+    texts = [await f.completion("Explain prefix caching:", seed=7) for f in both(fronts)]
+    streams = [await f.stream(f"{SYSTEM} stream", "And a block?") for f in both(fronts)]
+    for http, grpc_ in (chats, texts):
+        assert (http.text, http.prompt_tokens, http.completion_tokens) == (
+            grpc_.text, grpc_.prompt_tokens, grpc_.completion_tokens)  # fmt: skip
+    assert chats[1].cached_tokens == chats[0].prompt_tokens // 128 * 128  # one cache for both fronts
+    assert streams[0] == streams[1]
+    assert streams[0]
+
+
+async def test_a_repeat_is_cached_alike_and_a_salt_splits_the_cache_alike(fronts: Fronts) -> None:
+    seen = []
+    for front in both(fronts):  # each front warms and repeats its own prompt (of equal length)
+        system = f"({front.name}) {SYSTEM}"
+        first = await front.chat(system, "one")
+        repeat = await front.chat(system, "two")
+        salted = await front.chat(system, "three", cache_salt="mine")
+        assert (first.cached_tokens, salted.cached_tokens) == (0, 0), front.name
+        seen.append(repeat.cached_tokens)
+    assert seen[0] == seen[1] > 0  # the whole chunks of the shared system prompt, on both
+
+
+async def test_a_shared_namespace_shares_alike(fronts: Fronts) -> None:
+    shared = []
+    for front in both(fronts):
+        system = f"[{front.name}] {SYSTEM}"
+        await front.chat(system, "acme asks", tenant="acme", namespace="public")
+        other = await front.chat(system, "beta asks", tenant="beta", namespace="public")
+        private = await front.chat(system, "beta again", tenant="beta")
+        shared.append(other.cached_tokens)
+        assert private.cached_tokens == 0, front.name  # outside the namespace, tenants never share
+    assert shared[0] == shared[1] > 0
+
+
+@pytest.mark.parametrize(
+    ("call", "kind"),
+    [
+        (lambda f: f.chat(SYSTEM, "hi", model="no-such-model"), "not_found"),
+        (lambda f: f.chat(SYSTEM, "hi", temperature=-1.0), "invalid"),
+        (lambda f: f.chat(SYSTEM, "hi", max_tokens=100_000), "invalid"),
+        (lambda f: f.chat(SYSTEM, "hi", tenant="mallory"), "unauthenticated"),
+        (lambda f: f.chat(SYSTEM, "hi", tenant="beta", namespace="private-club"), "permission_denied"),
+    ],
+    ids=["unknown-model", "bad-temperature", "too-many-tokens", "no-key", "forbidden-namespace"],
+)
+async def test_refusals_are_of_the_same_kind(fronts: Fronts, call, kind: str) -> None:
+    kinds = []
+    for front in both(fronts):
+        with pytest.raises(RefusedError) as refused:
+            await call(front)
+        kinds.append(str(refused.value))
+    assert kinds == [kind, kind]
+
+
+async def test_leaving_cancels_the_request_on_its_worker_on_both_fronts(fronts: Fronts) -> None:
+    for worker in fronts.live.workers:
+        worker.mode = Mode.STALL_AFTER_TWO
+    for front in both(fronts):
+        before = sum(len(w.cancelled) for w in fronts.live.workers)
+        task = asyncio.create_task(front.chat(f"{front.name} {SYSTEM}", "stall"))
+        for _ in range(500):
+            if sum(w.active for w in fronts.live.workers):
+                break
+            await asyncio.sleep(0.01)
+        task.cancel()  # the client goes away: HTTP closes its connection, gRPC cancels the call
+        await asyncio.gather(task, return_exceptions=True)
+        for _ in range(500):
+            if sum(len(w.cancelled) for w in fronts.live.workers) > before:
+                break
+            await asyncio.sleep(0.01)
+        assert sum(len(w.cancelled) for w in fronts.live.workers) == before + 1, front.name
