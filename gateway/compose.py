@@ -84,9 +84,7 @@ def build_gateway(
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await directory.refresh()
-        discovery = asyncio.create_task(
-            directory.run(dispatcher.reconcile), name="kvgate-worker-discovery"
-        )
+        discovery = asyncio.create_task(directory.run(dispatcher.reconcile), name="kvgate-worker-discovery")
         try:
             yield
         finally:

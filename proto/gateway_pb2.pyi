@@ -22,12 +22,14 @@ ROUTE_REASON_FALLBACK: RouteReason
 ROUTE_REASON_PINNED: RouteReason
 
 class ChatMessage(_message.Message):
-    __slots__ = ("role", "content")
+    __slots__ = ("role", "content", "cache_ttl")
     ROLE_FIELD_NUMBER: _ClassVar[int]
     CONTENT_FIELD_NUMBER: _ClassVar[int]
+    CACHE_TTL_FIELD_NUMBER: _ClassVar[int]
     role: str
     content: str
-    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ...) -> None: ...
+    cache_ttl: str
+    def __init__(self, role: _Optional[str] = ..., content: _Optional[str] = ..., cache_ttl: _Optional[str] = ...) -> None: ...
 
 class ChatMessages(_message.Message):
     __slots__ = ("messages",)

@@ -13,7 +13,14 @@ import itertools
 import numpy as np
 
 from kvgate.common.tokenizer import ChatTemplateError, Tokenizer
-from kvgate.gateway.core.request import Breakpoint, ChatInput, ChatMessages, PromptInput, TextInput
+from kvgate.gateway.core.request import (
+    MAX_BREAKPOINTS,
+    Breakpoint,
+    ChatInput,
+    ChatMessages,
+    PromptInput,
+    TextInput,
+)
 from kvgate.gateway.errors import invalid
 from kvgate.proto.layout import TTL_CLASSES
 from kvgate.proto.sampling import CacheHint
@@ -66,9 +73,16 @@ class PromptEncoder:
         return n if n <= len(ids) and np.array_equal(ids[:n], prefix) else 0
 
     async def breakpoint_hint(self, ids: np.ndarray, breakpoints: tuple[Breakpoint, ...]) -> CacheHint | None:
-        """Pin up to the last breakpoint, for the longest TTL asked (None without breakpoints)."""
+        """Pin up to the last breakpoint, for the longest TTL asked (None without breakpoints).
+        INVALID_REQUEST for more than ``MAX_BREAKPOINTS`` or a TTL class the cache layout lacks."""
         if not breakpoints:
             return None
+        if len(breakpoints) > MAX_BREAKPOINTS:
+            raise invalid(f"at most {MAX_BREAKPOINTS} cache breakpoints are allowed", "cache_control")
+        unknown = sorted({b.ttl_class for b in breakpoints} - set(TTL_CLASSES))
+        if unknown:
+            classes = ", ".join(repr(c) for c in TTL_CLASSES)
+            raise invalid(f"unknown cache TTL class {unknown[0]!r}: use one of {classes}", "cache_ttl")
         marks = await asyncio.gather(*(self._chat(b.messages, generation_prompt=False) for b in breakpoints))
         pinned = _common_prefix(ids, marks[-1])
         ttl_s = max(TTL_CLASSES[b.ttl_class] for b in breakpoints)  # the longest class asked for

@@ -16,6 +16,9 @@ ChatMessages = list[dict[str, str]]
 """``[{"role": ..., "content": ...}]``, as the chat template takes them."""
 
 
+MAX_BREAKPOINTS = 4  # cache breakpoints per request, as Anthropic allows: each costs a tokenization
+
+
 @dataclass(frozen=True, slots=True)
 class Breakpoint:
     """A cache breakpoint (Anthropic ``cache_control``): the conversation up to and including the

@@ -8,7 +8,14 @@ from typing import Any
 
 import grpc
 
-from kvgate.gateway.core.request import ChatInput, GenerateRequest, PromptInput, TextInput, TokenInput
+from kvgate.gateway.core.request import (
+    Breakpoint,
+    ChatInput,
+    GenerateRequest,
+    PromptInput,
+    TextInput,
+    TokenInput,
+)
 from kvgate.gateway.core.textgen import TextDelta, TextDone
 from kvgate.gateway.errors import invalid
 from kvgate.gateway.routing.types import Routed, RouteReason
@@ -105,12 +112,20 @@ def route_decision(job: Job, routed: Routed, chunk_size: int) -> gateway_pb2.Rou
 def _prompt(request: gateway_pb2.GatewayRequest) -> PromptInput:
     kind = request.WhichOneof("input")
     if kind == "chat":
-        return ChatInput([{"role": m.role, "content": m.content} for m in request.chat.messages])
+        return _chat(request.chat)
     if kind == "prompt":
         return TextInput(request.prompt)
     if kind == "tokens" and request.tokens.ids:
         return TokenInput(list(request.tokens.ids))
     raise invalid("the request has no input: set prompt, chat or tokens", "input")
+
+
+def _chat(chat: gateway_pb2.ChatMessages) -> ChatInput:
+    """The conversation, and a breakpoint after each message with a ``cache_ttl`` (the core checks
+    their number and TTL classes, as for /v1/messages)."""
+    messages = [{"role": m.role, "content": m.content} for m in chat.messages]
+    marks = [(i, m.cache_ttl) for i, m in enumerate(chat.messages) if m.cache_ttl]
+    return ChatInput(messages, tuple(Breakpoint(messages[: i + 1], ttl) for i, ttl in marks))
 
 
 def _sampling(msg: common_pb2.SamplingParams) -> dict[str, Any]:

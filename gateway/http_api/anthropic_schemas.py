@@ -7,9 +7,8 @@ from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
 
+from kvgate.gateway.core.request import MAX_BREAKPOINTS
 from kvgate.gateway.http_api.body_types import U32_MAX, StrictBody, Text, TopK, TopP
-
-MAX_BREAKPOINTS = 4  # cache_control blocks per request, as Anthropic allows; each costs a tokenization
 
 
 class CacheControl(StrictBody):

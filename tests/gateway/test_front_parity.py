@@ -245,6 +245,35 @@ async def test_refusals_are_of_the_same_kind(fronts: Fronts, call, kind: str) ->
     assert kinds == [kind, kind]
 
 
+async def test_a_cache_breakpoint_pins_the_same_prefix_for_the_same_ttl(fronts: Fronts) -> None:
+    """Anthropic's cache_control on the system prompt over HTTP, ``cache_ttl`` on the system message
+    over gRPC: the worker is asked to pin the same tokens for the same time."""
+    headers = {"x-api-key": KEYS["acme"]}
+    system = [{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    body = {
+        "model": MODEL,
+        "max_tokens": 2,
+        "messages": [{"role": "user", "content": "pin it"}],
+        "system": system,
+    }
+    async with httpx.AsyncClient(base_url=fronts.live.url, timeout=30) as http:
+        assert (await http.post("/v1/messages", json=body, headers=headers)).status_code == 200
+    chat = _chat(SYSTEM, "pin it")
+    chat.messages[0].cache_ttl = "1h"
+    request = gateway_pb2.GatewayRequest(
+        model=MODEL, chat=chat, sampling=common_pb2.SamplingParams(max_tokens=2)
+    )
+    await fronts.grpc._generate(request, "acme", None)
+    hints = [h for w in fronts.live.workers for h in w.hints]
+    assert len(hints) == 2
+    assert hints[0] == hints[1]
+    assert hints[0].ttl_s == 3600
+    assert hints[0].pinned_prefix_tokens > 0
+    request.chat.messages[0].cache_ttl = "2h"
+    with pytest.raises(RefusedError, match="invalid"):
+        await fronts.grpc._generate(request, "acme", None)
+
+
 async def test_leaving_cancels_the_request_on_its_worker_on_both_fronts(fronts: Fronts) -> None:
     for worker in fronts.live.workers:
         worker.mode = Mode.STALL_AFTER_TWO
