@@ -15,11 +15,17 @@ def add_api_key_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-key-file", type=Path, help=text)
 
 
-def auth_headers(args: argparse.Namespace) -> dict[str, str]:
-    """``Authorization: Bearer`` with the key of ``--api-key-file`` or ``$KVGATE_API_KEY``; no header
-    when neither is given (a gateway without keys). ValueError for an empty key file."""
+def api_key(args: argparse.Namespace) -> str | None:
+    """The key of ``--api-key-file`` or ``$KVGATE_API_KEY``; None when neither is given (a gateway
+    without keys). ValueError for an empty key file."""
     path: Path | None = getattr(args, "api_key_file", None)
     key = path.read_text().strip() if path is not None else os.environ.get(API_KEY_ENV, "").strip()
     if path is not None and not key:
         raise ValueError(f"the API key file {path} is empty")
+    return key or None
+
+
+def auth_headers(args: argparse.Namespace) -> dict[str, str]:
+    """``Authorization: Bearer`` with :func:`api_key`; no header without one."""
+    key = api_key(args)
     return {"authorization": f"Bearer {key}"} if key else {}

@@ -1,8 +1,10 @@
-"""``kvgate explain``: where a running gateway would route a request, and why (its /v1/route)."""
+"""``kvgate explain``: where a running gateway would route a request, and why (its HTTP /v1/route, or
+with ``--grpc`` its gRPC ``Route`` through :mod:`kvgate.client`)."""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -10,13 +12,14 @@ from typing import Any
 
 import httpx
 
-from kvgate.cli.api_key import add_api_key_argument, auth_headers
+from kvgate.cli.api_key import add_api_key_argument, api_key, auth_headers
 
 HELP = "show the routing decision a gateway would make for a prompt or chat (dry run)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8000", help="the gateway's HTTP address")
+    parser.add_argument("--grpc", metavar="HOST:PORT", help="ask the gateway's gRPC front instead of HTTP")
     parser.add_argument("--model", required=True)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompt", help="a completion prompt ('-' reads stdin)")
@@ -39,7 +42,7 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
 
 def render(answer: dict[str, Any]) -> str:
     """A human-readable view of a /v1/route answer."""
-    degraded = " (index degraded: load-based fallback)" if answer["index_degraded"] else ""
+    degraded = " (index degraded: load-based fallback)" if answer.get("index_degraded") else ""
     lines = [
         f"prompt: {answer['prompt_tokens']} tokens, {answer['full_chunks']} full chunks of "
         f"{answer['chunk_size']}{degraded}",
@@ -58,6 +61,8 @@ def render(answer: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.grpc:
+        return _run_grpc(args)
     try:
         url, headers = f"{args.url.rstrip('/')}/v1/route", auth_headers(args)
         reply = httpx.post(url, json=_body(args), headers=headers, timeout=30)
@@ -71,4 +76,26 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     print(json.dumps(reply.json(), indent=2) if args.json else render(reply.json()))
+    return 0
+
+
+def _run_grpc(args: argparse.Namespace) -> int:
+    """The same answer from the gRPC front's ``Route``."""
+    from kvgate.client import KVGateClient, KVGateError  # grpc loads only for this path
+
+    body = _body(args)
+    request = {"model": body["model"], "prompt_cache_key": body.get("prompt_cache_key", "")}
+    request |= {"messages": body["messages"]} if "messages" in body else {"prompt": body["prompt"]}
+    try:
+        with KVGateClient(args.grpc, api_key=api_key(args), timeout_s=30, retries=0) as client:
+            route = client.route(**request)
+    except KVGateError as exc:
+        print(f"kvgate explain: {exc}", file=sys.stderr)
+        return 1
+    answer = dataclasses.asdict(route)
+    answer["matches"] = [
+        {"worker": m.worker, "matched_chunks": m.matched, "gpu_chunks": m.gpu, "cpu_chunks": m.cpu,
+         "pending_chunks": m.pending} for m in route.matches
+    ]  # fmt: skip
+    print(json.dumps(answer, indent=2) if args.json else render(answer))
     return 0

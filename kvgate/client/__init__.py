@@ -16,7 +16,9 @@ its first token. Errors are :class:`KVGateError` with the gRPC status. torch-fre
 
 from kvgate.client.aio import AsyncKVGateClient
 from kvgate.client.errors import KVGateError
-from kvgate.client.results import Chunk, Generation, RouteInfo
+from kvgate.client.results import Chunk, Generation, RouteInfo, WorkerMatch
 from kvgate.client.sync import KVGateClient
 
-__all__ = ["AsyncKVGateClient", "Chunk", "Generation", "KVGateClient", "KVGateError", "RouteInfo"]
+__all__ = [
+    "AsyncKVGateClient", "Chunk", "Generation", "KVGateClient", "KVGateError", "RouteInfo", "WorkerMatch",
+]  # fmt: skip

@@ -54,6 +54,18 @@ class Generation:
 
 
 @dataclass(frozen=True, slots=True)
+class WorkerMatch:
+    """The leading chunks of a prompt one worker holds: ``matched`` = ``gpu`` + ``cpu`` + ``pending``
+    (routed there recently, not yet confirmed by the worker)."""
+
+    worker: str
+    matched: int
+    gpu: int
+    cpu: int
+    pending: int
+
+
+@dataclass(frozen=True, slots=True)
 class RouteInfo:
     """The gateway's routing decision for a request (a dry run): where it would go, and why."""
 
@@ -61,16 +73,27 @@ class RouteInfo:
     reason: str
     prompt_tokens: int
     full_chunks: int
+    chunk_size: int
     predicted_cached_tokens: int
-    matched_chunks: dict[str, int]  # worker -> leading chunks it holds
+    matches: tuple[WorkerMatch, ...]  # most matched first
+
+    @property
+    def matched_chunks(self) -> dict[str, int]:
+        """Worker -> leading chunks it holds."""
+        return {m.worker: m.matched for m in self.matches}
 
     @classmethod
     def of(cls, decision: gateway_pb2.RouteDecision) -> RouteInfo:
+        matches = tuple(
+            WorkerMatch(m.worker_id, m.matched_chunks, m.gpu_chunks, m.cpu_chunks, m.pending_chunks)
+            for m in decision.matches
+        )
         return cls(
             chosen_worker=decision.chosen_worker,
             reason=_REASONS.get(decision.reason, "unspecified"),
             prompt_tokens=decision.prompt_tokens,
             full_chunks=decision.full_chunks,
+            chunk_size=decision.chunk_size,
             predicted_cached_tokens=decision.predicted_cached_tokens,
-            matched_chunks={m.worker_id: m.matched_chunks for m in decision.matches},
+            matches=matches,
         )
