@@ -4,6 +4,8 @@ scripted workers: equal outputs and usage, the same cache behaviour, and refusal
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import dataclasses
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -17,7 +19,7 @@ from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from kvgate.proto import common_pb2, gateway_pb2, gateway_pb2_grpc
-from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
+from tests.support.live_gateway import LIMITS, MODEL, LiveGateway, running_gateway
 from tests.support.scripted_worker import Mode
 
 KEYS = {"acme": "kvg-parity-acme", "beta": "kvg-parity-beta"}
@@ -45,12 +47,19 @@ class Front(Protocol):
     async def stream(self, system: str, user: str, tenant: str = "acme") -> str: ...
 
 
-_HTTP_KIND = {400: "invalid", 401: "unauthenticated", 403: "permission_denied", 404: "not_found"}
+_HTTP_KIND = {
+    400: "invalid",
+    401: "unauthenticated",
+    403: "permission_denied",
+    404: "not_found",
+    504: "deadline",
+}
 _GRPC_KIND = {
     grpc.StatusCode.INVALID_ARGUMENT: "invalid",
     grpc.StatusCode.UNAUTHENTICATED: "unauthenticated",
     grpc.StatusCode.NOT_FOUND: "not_found",
     grpc.StatusCode.PERMISSION_DENIED: "permission_denied",
+    grpc.StatusCode.DEADLINE_EXCEEDED: "deadline",
 }
 
 
@@ -174,15 +183,22 @@ class Fronts:
     grpc: Grpc
 
 
-@pytest.fixture
-async def fronts(tokenizer: Tokenizer) -> AsyncIterator[Fronts]:
+@contextlib.asynccontextmanager
+async def serving(tokenizer: Tokenizer, **settings: Any) -> AsyncIterator[Fronts]:
+    """A gateway with ``settings`` and both its fronts."""
     ring = KeyRing([(hash_key(KEYS[name]), Tenant(name, shared_namespaces=PUBLIC)) for name in KEYS])
-    async with running_gateway(tokenizer, keys=ring) as live:
+    async with running_gateway(tokenizer, keys=ring, **settings) as live:
         server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", 1 << 20)
         await server.start()
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             yield Fronts(live, Http(live.url), Grpc(channel))
         await server.stop(grace=None)
+
+
+@pytest.fixture
+async def fronts(tokenizer: Tokenizer) -> AsyncIterator[Fronts]:
+    async with serving(tokenizer) as both_fronts:
+        yield both_fronts
 
 
 def both(fronts: Fronts) -> list[Front]:
@@ -291,3 +307,24 @@ async def test_leaving_cancels_the_request_on_its_worker_on_both_fronts(fronts: 
                 break
             await asyncio.sleep(0.01)
         assert sum(len(w.cancelled) for w in fronts.live.workers) == before + 1, front.name
+
+
+async def test_past_the_gateways_deadline_both_fronts_say_so(tokenizer: Tokenizer) -> None:
+    """A worker that never answers: the gateway's request deadline ends the request as a deadline on
+    both fronts (HTTP 504, gRPC DEADLINE_EXCEEDED), and the worker is told to stop."""
+    async with serving(tokenizer, limits=dataclasses.replace(LIMITS, request_timeout_s=1.0)) as stalled:
+        for worker in stalled.live.workers:
+            worker.mode = Mode.STALL
+        kinds, stopped = [], []
+        for front in both(stalled):
+            before = sum(len(w.cancelled) for w in stalled.live.workers)
+            with pytest.raises(RefusedError) as ended:
+                await front.chat(f"{front.name} {SYSTEM}", "stall")
+            kinds.append(str(ended.value))
+            for _ in range(500):
+                if sum(len(w.cancelled) for w in stalled.live.workers) > before:
+                    break
+                await asyncio.sleep(0.01)
+            stopped.append(sum(len(w.cancelled) for w in stalled.live.workers) - before)
+    assert kinds == ["deadline", "deadline"]
+    assert stopped == [1, 1]
