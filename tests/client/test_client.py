@@ -14,7 +14,9 @@ from kvgate.client import AsyncKVGateClient, Chunk, Generation, KVGateClient, KV
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
+from kvgate.proto import gateway_pb2_grpc
 from tests.gateway.test_openai_api import LONG_SYSTEM
+from tests.support.certs import make_certs
 from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
 from tests.support.scripted_worker import Mode
 
@@ -104,3 +106,25 @@ async def test_the_api_key_travels_as_metadata(tokenizer: Tokenizer) -> None:
         finally:
             await server.stop(grace=None)
     assert refused.value.code is grpc.StatusCode.UNAUTHENTICATED
+
+
+async def test_tls_verifies_the_gateway_against_the_given_ca(live: LiveGateway, tmp_path) -> None:
+    """A gateway behind TLS (here a TLS port on the same service): the client verifies it against the CA
+    it is given, and refuses one signed by another."""
+    certs = make_certs(tmp_path)
+    server = grpc.aio.server()
+    gateway_pb2_grpc.add_KVGatewayServicer_to_server(live.gateway.grpc_servicer(), server)
+    credentials = grpc.ssl_server_credentials([(certs.key.read_bytes(), certs.cert.read_bytes())])
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    await server.start()
+    try:
+        async with AsyncKVGateClient(f"localhost:{port}", root_certificates=certs.ca.read_bytes()) as client:
+            assert (await client.generate(prompt="over tls", max_tokens=2)).usage.completion_tokens == 2
+        async with AsyncKVGateClient(
+            f"localhost:{port}", root_certificates=certs.other_ca.read_bytes(), retries=0, timeout_s=5
+        ) as client:
+            with pytest.raises(KVGateError) as refused:
+                await client.generate(prompt="over tls", max_tokens=2)
+    finally:
+        await server.stop(grace=None)
+    assert refused.value.code is grpc.StatusCode.UNAVAILABLE  # the handshake fails: no answer at all
