@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import json
 
-from kvgate.cli.api_key import add_api_key_argument, auth_headers
+from kvgate.cli.api_key import add_api_key_argument, api_key, auth_headers
 from kvgate.loadgen.report import summarize, table
 from kvgate.loadgen.runner import run as run_workload
+from kvgate.loadgen.runner import run_grpc
 from kvgate.loadgen.workload import multi_turn, shared_prefix
 
 HELP = "drive a running gateway with a prefix-sharing workload; report TTFT, tokens/s, cached fraction"
@@ -16,6 +17,7 @@ HELP = "drive a running gateway with a prefix-sharing workload; report TTFT, tok
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--grpc", metavar="HOST:PORT", help="drive the gateway's gRPC front instead of HTTP")
     parser.add_argument("--model", required=True)
     parser.add_argument("--workload", choices=("shared-prefix", "multi-turn"), default="shared-prefix")
     parser.add_argument("--groups", type=int, default=4, help="shared-prefix: distinct system prompts")
@@ -39,10 +41,13 @@ def run(args: argparse.Namespace) -> int:
         )
     else:
         requests = multi_turn(args.chats, args.turns, args.question_tokens, args.max_tokens, args.seed)
-    headers = auth_headers(args)
-    outcomes, wall = asyncio.run(
-        run_workload(args.url, args.model, requests, args.concurrency, args.timeout, not args.json, headers)
-    )
+    if args.grpc:
+        workload = run_grpc(args.grpc, args.model, requests, args.concurrency, args.timeout, not args.json,
+                            api_key(args))  # fmt: skip
+    else:
+        workload = run_workload(args.url, args.model, requests, args.concurrency, args.timeout,
+                                not args.json, auth_headers(args))  # fmt: skip
+    outcomes, wall = asyncio.run(workload)
     summary = summarize(outcomes, wall)
     print(json.dumps(summary) if args.json else table(summary))
     return 0 if summary["ok"] else 1

@@ -58,4 +58,3 @@ async def _one(client: httpx.AsyncClient, path: str, payload: dict[str, Any], or
     except httpx.HTTPError:
         status, retry = 0, False
     return Outcome(began - origin, status, time.monotonic() - began, retry)
-

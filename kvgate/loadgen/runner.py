@@ -1,5 +1,6 @@
-"""Runs a workload against a gateway's OpenAI API with bounded concurrency, streaming every request to
-measure time to first token. Bounded in requests and in time; it always stops by itself."""
+"""Runs a workload against a gateway with bounded concurrency, streaming every request to measure time
+to first token: over its OpenAI API (:func:`run`) or its gRPC front (:func:`run_grpc`, through
+:mod:`kvgate.client`). Bounded in requests and in time; it always stops by itself."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 
 import httpx
 
+from kvgate.client import AsyncKVGateClient, Generation, KVGateError
 from kvgate.loadgen.workload import Request
 
 
@@ -39,33 +41,68 @@ async def run(
 ) -> tuple[list[Outcome], float]:
     """All outcomes (in completion order) and the wall time. Requests not started before
     ``timeout_s`` are not sent. ``headers`` go with every request (an API key)."""
+    limits = httpx.Limits(max_connections=concurrency)
+    async with httpx.AsyncClient(
+        base_url=url.rstrip("/"), limits=limits, timeout=timeout_s, headers=headers
+    ) as client:
+        return await _drive(lambda r: one(client, model, r), requests, concurrency, timeout_s, progress)
+
+
+async def run_grpc(
+    target: str,
+    model: str,
+    requests: Sequence[Request],
+    concurrency: int,
+    timeout_s: float,
+    progress: bool = True,
+    api_key: str | None = None,
+) -> tuple[list[Outcome], float]:
+    """:func:`run` over the gateway's gRPC front at ``target`` (``host:port``), through one channel."""
+    async with AsyncKVGateClient(target, api_key=api_key, timeout_s=timeout_s, retries=0) as client:
+        return await _drive(lambda r: one_grpc(client, model, r), requests, concurrency, timeout_s, progress)
+
+
+async def _drive(
+    send: Callable[[Request], Awaitable[Outcome]],
+    requests: Sequence[Request],
+    concurrency: int,
+    timeout_s: float,
+    progress: bool,
+) -> tuple[list[Outcome], float]:
     queue: asyncio.Queue[Request] = asyncio.Queue()
     for request in requests:
         queue.put_nowait(request)
     outcomes: list[Outcome] = []
     start = time.monotonic()
     deadline = start + timeout_s
-    limits = httpx.Limits(max_connections=concurrency)
-    async with httpx.AsyncClient(
-        base_url=url.rstrip("/"), limits=limits, timeout=timeout_s, headers=headers
-    ) as client:
-        workers = [_worker(client, model, queue, outcomes, deadline) for _ in range(concurrency)]
-        reporter = asyncio.create_task(_report(outcomes, len(requests))) if progress else None
-        await asyncio.gather(*workers)
-        if reporter is not None:
-            reporter.cancel()
+
+    async def worker() -> None:
+        while not queue.empty() and time.monotonic() < deadline:
+            outcomes.append(await send(queue.get_nowait()))
+
+    reporter = asyncio.create_task(_report(outcomes, len(requests))) if progress else None
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    if reporter is not None:
+        reporter.cancel()
     return outcomes, time.monotonic() - start
 
 
-async def _worker(
-    client: httpx.AsyncClient,
-    model: str,
-    queue: asyncio.Queue[Request],
-    outcomes: list[Outcome],
-    deadline: float,
-) -> None:
-    while not queue.empty() and time.monotonic() < deadline:
-        outcomes.append(await one(client, model, queue.get_nowait()))
+async def one_grpc(client: AsyncKVGateClient, model: str, request: Request) -> Outcome:
+    """Streams one chat over gRPC; never raises (failures become outcomes with an error)."""
+    start = time.monotonic()
+    first: float | None = None
+    try:
+        async for item in client.stream(messages=request.messages, model=model,
+                                        max_tokens=request.max_tokens, temperature=0.0):  # fmt: skip
+            if isinstance(item, Generation):
+                usage, latency = item.usage, time.monotonic() - start
+                return Outcome(request.group, first, latency, usage.prompt_tokens, usage.cached_tokens,
+                               usage.completion_tokens)  # fmt: skip
+            if first is None and item.text:
+                first = time.monotonic() - start
+    except KVGateError as exc:
+        return Outcome(request.group, first, time.monotonic() - start, error=str(exc))
+    return Outcome(request.group, first, time.monotonic() - start, error="no final message")
 
 
 async def one(client: httpx.AsyncClient, model: str, request: Request) -> Outcome:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import grpc
 import pytest
@@ -108,7 +109,7 @@ async def test_the_api_key_travels_as_metadata(tokenizer: Tokenizer) -> None:
     assert refused.value.code is grpc.StatusCode.UNAUTHENTICATED
 
 
-async def test_tls_verifies_the_gateway_against_the_given_ca(live: LiveGateway, tmp_path) -> None:
+async def test_tls_verifies_the_gateway_against_the_given_ca(live: LiveGateway, tmp_path: Path) -> None:
     """A gateway behind TLS (here a TLS port on the same service): the client verifies it against the CA
     it is given, and refuses one signed by another."""
     certs = make_certs(tmp_path)
