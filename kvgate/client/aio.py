@@ -32,10 +32,10 @@ class AsyncKVGateClient:
         backoff_s: float = 0.2,
     ) -> None:
         if root_certificates is None:
-            self._channel = grpc.aio.insecure_channel(target)
+            self._channel = grpc.aio.insecure_channel(target, options=calls.CHANNEL_OPTIONS)
         else:
             credentials = grpc.ssl_channel_credentials(root_certificates=root_certificates)
-            self._channel = grpc.aio.secure_channel(target, credentials)
+            self._channel = grpc.aio.secure_channel(target, credentials, options=calls.CHANNEL_OPTIONS)
         self._stub = gateway_pb2_grpc.KVGatewayStub(self._channel)
         self._metadata = calls.metadata(api_key, namespace)
         self._timeout_s, self._retries, self._backoff_s = timeout_s, retries, backoff_s

@@ -7,6 +7,15 @@ from collections.abc import Mapping, Sequence
 from kvgate.proto import common_pb2, gateway_pb2
 
 NAMESPACE_KEY = "x-kvgate-cache-namespace"
+CHANNEL_OPTIONS = (
+    # keepalive within what the gateway permits (pings no more often than every 10 s), so long idle
+    # streams survive proxies and dead connections are noticed
+    ("grpc.keepalive_time_ms", 20_000),
+    ("grpc.keepalive_timeout_ms", 10_000),
+    ("grpc.keepalive_permit_without_calls", 1),
+    ("grpc.http2.max_pings_without_data", 0),
+    ("grpc.max_receive_message_length", 64 * 1024 * 1024),
+)
 Messages = Sequence[Mapping[str, str]]
 
 

@@ -35,8 +35,8 @@ def run(code: str, target: str) -> tuple[dict, str]:
     return namespace, printed.getvalue()
 
 
-def test_the_doc_has_its_three_examples() -> None:
-    assert len(EXAMPLES) == 3
+def test_the_doc_has_its_four_examples() -> None:
+    assert len(EXAMPLES) == 4
 
 
 async def test_the_cached_repeat_example(target: str) -> None:
@@ -54,3 +54,17 @@ async def test_the_streaming_example(target: str) -> None:
 async def test_the_route_example(target: str) -> None:
     namespace, _ = await asyncio.to_thread(run, EXAMPLES[2], target)
     assert namespace["decision"].chosen_worker in {"w0", "w1"}
+
+
+async def test_the_generated_stubs_example(live: LiveGateway, target: str) -> None:
+    for worker in live.workers:
+        worker.token_delay_s = 0.05  # slow enough that the cancelled stream is still running
+    _, printed = await asyncio.to_thread(run, EXAMPLES[3], target)
+    count, request_id = printed.split()
+    assert count == "8"
+    assert len(request_id) == 32
+    for _ in range(500):  # the cancelled one ends on its worker
+        if any(w.cancelled for w in live.workers):
+            break
+        await asyncio.sleep(0.01)
+    assert sum(len(w.cancelled) for w in live.workers) == 1
