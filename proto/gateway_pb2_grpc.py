@@ -67,7 +67,8 @@ class KVGatewayServicer:
 
     def Route(self, request, context):
         """The routing decision Generate would make now, without generating and without recording a pending
-        routing hint (no side effects): for debugging and for benchmarks of the router. Equal requests break
+        routing hint (no effect on routing; it counts as a request against the caller's rate limit and
+        holds an in-flight slot while it runs): for debugging and for benchmarks of the router. Equal requests break
         routing ties alike, so on an unchanged cluster the next Generate of the same request goes where
         Route said. The trailing metadata carries the request id as "x-request-id".
         """

@@ -31,11 +31,12 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
     ) -> AsyncIterator[gateway_pb2.GatewayResponse]:
         async with errors_as_status(context):
             caller = self._core.authenticate(translate.metadata(context))  # before taking a slot
+            client_id = translate.client_request_id(request)
             self._core.enter()
             try:
                 wanted = translate.generate_request(request, context, self._core.model_name)
                 job = await self._core.prepare(wanted, caller)
-                shown_id = translate.request_id(request, job)
+                shown_id = client_id or job.request_id
                 context.set_trailing_metadata(((REQUEST_ID_KEY, shown_id),))
                 async with contextlib.aclosing(self._core.generate(job)) as events:
                     async for item in events:
@@ -48,11 +49,12 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
     ) -> gateway_pb2.RouteDecision:
         async with errors_as_status(context):
             caller = self._core.authenticate(translate.metadata(context))
+            client_id = translate.client_request_id(request)
             self._core.enter()  # a dry run tokenizes and looks up as a generation does: same bound
             try:
                 wanted = translate.generate_request(request, context, self._core.model_name)
                 job = await self._core.prepare(wanted, caller, charge=False)
-                context.set_trailing_metadata(((REQUEST_ID_KEY, translate.request_id(request, job)),))
+                context.set_trailing_metadata(((REQUEST_ID_KEY, client_id or job.request_id),))
                 routed = await self._core.route(job)
             finally:
                 self._core.leave()

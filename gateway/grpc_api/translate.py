@@ -59,17 +59,18 @@ def generate_request(
     )
 
 
-def request_id(request: gateway_pb2.GatewayRequest, job: Job) -> str:
-    """The id a client sees: its own ``request_id`` when it gave one, else the gateway's. The
-    gateway's own id (unique, never the client's) is the one workers see."""
+def client_request_id(request: gateway_pb2.GatewayRequest) -> str:
+    """The client's own ``request_id`` ("" when it gave none), checked before anything is done for
+    the request. It is the id the client sees; the gateway's own (unique) id is the one workers see."""
     client = request.request_id
     if len(client) > MAX_REQUEST_ID_CHARS or not client.isprintable():
         raise invalid(f"request_id must be at most {MAX_REQUEST_ID_CHARS} printable characters", "request_id")
-    return client or job.request_id
+    return client
 
 
 def response(item: TextDelta | TextDone, job: Job, shown_id: str) -> gateway_pb2.GatewayResponse:
-    """A delta, or the final message with usage, the route and ``shown_id`` (:func:`request_id`)."""
+    """A delta, or the final message with usage, the route and ``shown_id`` (the client's request id,
+    else the job's)."""
     if isinstance(item, TextDelta):
         return gateway_pb2.GatewayResponse(delta=gateway_pb2.Delta(text=item.text, token_ids=item.token_ids))
     decision = item.routed.decision

@@ -59,7 +59,8 @@ def build_route_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         caller: Caller = Depends(auth),  # noqa: B008
     ) -> dict[str, Any]:
         """Same body as /v1/chat/completions (``messages``) or /v1/completions (``prompt``); the
-        caller's cache namespace applies, and nothing is charged to its rate limit."""
+        caller's cache namespace applies. It counts as a request against the caller's rate limit (no
+        tokens are charged) and holds an in-flight slot while it runs."""
         job = await core.prepare(openai_request(body), caller, charge=False)
         return explain(job, await core.route(job), core.settings.cache.chunk_size)
 

@@ -4,6 +4,11 @@ uvicorn closes a connection that idles between requests (keep-alive), but it wai
 headers of a request: a client that opens connections and sends their headers a byte at a time (or
 nothing at all) holds them open for as long as it likes. :class:`_GuardedH11` closes a connection whose
 request headers are not complete ``header_s`` after its first byte, or after the connection opened.
+
+Likewise a request answered before its body was complete (a 413, a 408, a 401 or 429 refused from the
+headers): uvicorn would keep reading and discarding the rest of the body for as long as it trickles
+in. The connection lingers :data:`LINGER_S` (so that a client still sending reads the answer instead
+of a reset) and is then closed.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from kvgate.gateway.settings import HttpTimeouts
 
 log = logging.getLogger(__name__)
+LINGER_S = 2.0
 
 
 class _GuardedH11(H11Protocol):
@@ -29,6 +35,7 @@ class _GuardedH11(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._header_timer: asyncio.TimerHandle | None = None
+        self._linger_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -41,8 +48,15 @@ class _GuardedH11(H11Protocol):
         if self.conn.their_state is not h11.IDLE:
             self._disarm()  # the headers are complete
 
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self.conn.their_state is h11.SEND_BODY and self._linger_timer is None:  # answered mid-body
+            self._linger_timer = self.loop.call_later(LINGER_S, self._close)
+
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
+        if self._linger_timer is not None:
+            self._linger_timer.cancel()
         super().connection_lost(exc)
 
     def _arm(self) -> None:
@@ -55,8 +69,11 @@ class _GuardedH11(H11Protocol):
 
     def _headers_too_slow(self) -> None:
         self._header_timer = None
+        log.debug("closing a connection whose request headers took over %.1f s", self.header_s)
+        self._close()
+
+    def _close(self) -> None:
         if not self.transport.is_closing():
-            log.debug("closing a connection whose request headers took over %.1f s", self.header_s)
             self.transport.close()
 
 

@@ -19,6 +19,6 @@ class KVGateError(Exception):
 
 
 def retryable(error: grpc.RpcError, output_started: bool) -> bool:
-    """Only ``UNAVAILABLE`` before any output: the request did not run (or its output was never seen
-    and nothing was charged for it), so sending it again cannot duplicate an answer."""
+    """Only ``UNAVAILABLE`` before any output: no answer was produced, so sending the request again
+    cannot duplicate one (it does count against the tenant's rate limit again)."""
     return not output_started and error.code() is grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]

@@ -81,15 +81,55 @@ async def test_a_body_that_trickles_in_gets_a_408(strict: LiveGateway) -> None:
     writer.close()
 
 
-async def test_slow_uploads_hold_no_in_flight_slot(strict: LiveGateway) -> None:
-    """Four uploads in progress, with room for two generations: a complete request is still served."""
-    uploads = [await connect(strict) for _ in range(4)]
-    for _, writer in uploads:
-        writer.write(upload_head(10_000) + b'{"model": ')
-        await writer.drain()
-    async with httpx.AsyncClient(base_url=strict.url, timeout=10) as http:
-        reply = await http.post("/v1/chat/completions", json=CHAT)
-    assert reply.status_code == 200, reply.text
-    assert strict.gateway.gate.in_flight == 0
-    for _, writer in uploads:
-        writer.close()
+async def test_slow_uploads_hold_no_in_flight_slot(tokenizer: Tokenizer) -> None:
+    """Four uploads in progress (a body timeout long enough that they are), with room for two
+    generations: a complete request is still served."""
+    patient = HttpTimeouts(header_s=30.0, body_s=30.0, min_body_rate=1000)
+    async with running_gateway(tokenizer, http_timeouts=patient, max_concurrent_requests=2) as live:
+        uploads = [await connect(live) for _ in range(4)]
+        for _, writer in uploads:
+            writer.write(upload_head(10_000) + b'{"model": ')
+            await writer.drain()
+        async with httpx.AsyncClient(base_url=live.url, timeout=10) as http:
+            reply = await http.post("/v1/chat/completions", json=CHAT)
+        assert reply.status_code == 200, reply.text
+        assert live.gateway.gate.in_flight == 0
+        for _, writer in uploads:
+            writer.close()
+
+
+async def trickle_until_closed(writer: asyncio.StreamWriter, reader: asyncio.StreamReader) -> bytes:
+    """Keeps sending a byte every 0.1 s until the server closes the connection; what it answered."""
+    answer = b""
+    async with asyncio.timeout(20):
+        while True:
+            try:
+                writer.write(b" ")
+                await writer.drain()
+            except ConnectionError:
+                return answer
+            try:
+                chunk = await asyncio.wait_for(reader.read(65536), 0.1)
+            except TimeoutError:
+                continue
+            except ConnectionError:
+                return answer
+            if chunk == b"":
+                return answer
+            answer += chunk
+
+
+@pytest.mark.parametrize("declared", [10_000_000_000, 10_000], ids=["too-large", "too-slow"])
+async def test_a_refused_body_cannot_keep_its_connection_by_trickling_on(
+    strict: LiveGateway, declared: int
+) -> None:
+    """Answered before its body was complete (413 at once, or 408 when too slow), a request whose client
+    keeps trickling bytes loses its connection soon after: it cannot hold it for as long as it likes."""
+    reader, writer = await connect(strict)
+    writer.write(upload_head(declared) + b'{"model": ')
+    await writer.drain()
+    started = time.monotonic()
+    answer = await trickle_until_closed(writer, reader)
+    assert answer.startswith(b"HTTP/1.1 413" if declared > 10**9 else b"HTTP/1.1 408")
+    assert time.monotonic() - started < 10.0  # the answer, then the linger (2 s): not the trickle's 20 s
+    writer.close()
