@@ -12,10 +12,9 @@ import httpx
 
 from kvgate.cli.api_key import API_KEY_ENV
 from kvgate.common.tokenizer import Tokenizer
-from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from tests.gateway.test_openai_api import LONG_SYSTEM
-from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
+from tests.support.live_gateway import MODEL, LiveGateway, grpc_front, running_gateway
 
 
 async def kvgate(*args: str, env: dict[str, str] | None = None) -> tuple[int, str, str]:
@@ -92,22 +91,17 @@ async def test_explain_over_grpc_agrees_with_http_and_sends_the_key(
     messages = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "hi"}]
     path = tmp_path / "messages.json"
     path.write_text(json.dumps(messages))
-    async with running_gateway(tokenizer, keys=ring) as gateway:
-        server, port = build_grpc_server(gateway.gateway.grpc_servicer(), "127.0.0.1:0", 1 << 20)
-        await server.start()
-        try:
-            async with httpx.AsyncClient(
-                base_url=gateway.url, headers={"authorization": f"Bearer {key}"}
-            ) as http:
-                body = {"model": MODEL, "messages": messages, "max_tokens": 2}
-                assert (await http.post("/v1/chat/completions", json=body)).status_code == 200
-            args = ("explain", "--model", MODEL, "--messages", str(path), "--json")
-            over_http = await kvgate(*args, "--url", gateway.url, env={API_KEY_ENV: key})
-            over_grpc = await kvgate(*args, "--grpc", f"127.0.0.1:{port}", env={API_KEY_ENV: key})
-            shown = await kvgate(*args[:-1], "--grpc", f"127.0.0.1:{port}", env={API_KEY_ENV: key})
-            refused = await kvgate(*args, "--grpc", f"127.0.0.1:{port}")
-        finally:
-            await server.stop(grace=None)
+    async with running_gateway(tokenizer, keys=ring) as gateway, grpc_front(gateway) as target:
+        async with httpx.AsyncClient(
+            base_url=gateway.url, headers={"authorization": f"Bearer {key}"}
+        ) as http:
+            body = {"model": MODEL, "messages": messages, "max_tokens": 2}
+            assert (await http.post("/v1/chat/completions", json=body)).status_code == 200
+        args = ("explain", "--model", MODEL, "--messages", str(path), "--json")
+        over_http = await kvgate(*args, "--url", gateway.url, env={API_KEY_ENV: key})
+        over_grpc = await kvgate(*args, "--grpc", target, env={API_KEY_ENV: key})
+        shown = await kvgate(*args[:-1], "--grpc", target, env={API_KEY_ENV: key})
+        refused = await kvgate(*args, "--grpc", target)
     assert over_http[0] == over_grpc[0] == 0, over_grpc[2]
     http_answer, grpc_answer = json.loads(over_http[1]), json.loads(over_grpc[1])
     for field in (

@@ -7,7 +7,6 @@ import json
 import sys
 
 from kvgate.common.tokenizer import Tokenizer
-from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from kvgate.loadgen.report import summarize
 from kvgate.loadgen.runner import run, run_grpc
@@ -93,25 +92,20 @@ async def test_the_benchmark_sends_its_api_key_with_every_request(tokenizer: Tok
     assert summarize(*anonymous)["errors"] == 2
 
 
-async def test_the_live_benchmark_over_grpc_reports_the_same_figures(live: LiveGateway) -> None:
+async def test_the_live_benchmark_over_grpc_reports_the_same_figures(
+    live: LiveGateway, grpc_target: str
+) -> None:
     """``kvgate bench --grpc``: the same workload through the gRPC front (kvgate.client), one run per
     front on fresh prompts: the same requests succeed and the same share of prompt tokens is cached."""
-    server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", 1 << 20)
-    await server.start()
-    try:
-        summaries = []
-        for seed, over_grpc in ((1, False), (2, True)):
-            requests = shared_prefix(2, 3, system_tokens=600, question_tokens=16, max_tokens=3, seed=seed)
-            if over_grpc:
-                outcomes, wall = await run_grpc(f"127.0.0.1:{port}", MODEL, requests, 2, 60, progress=False)
-            else:
-                outcomes, wall = await run(
-                    live.url, MODEL, requests, concurrency=2, timeout_s=60, progress=False
-                )
-            summaries.append(summarize(outcomes, wall))
-        refused, _ = await run_grpc(f"127.0.0.1:{port}", "no-such-model", requests[:1], 1, 30, progress=False)
-    finally:
-        await server.stop(grace=None)
+    summaries = []
+    for seed, over_grpc in ((1, False), (2, True)):
+        requests = shared_prefix(2, 3, system_tokens=600, question_tokens=16, max_tokens=3, seed=seed)
+        if over_grpc:
+            outcomes, wall = await run_grpc(grpc_target, MODEL, requests, 2, 60, progress=False)
+        else:
+            outcomes, wall = await run(live.url, MODEL, requests, concurrency=2, timeout_s=60, progress=False)
+        summaries.append(summarize(outcomes, wall))
+    refused, _ = await run_grpc(grpc_target, "no-such-model", requests[:1], 1, 30, progress=False)
     over_http, over_grpc = summaries
     assert over_http["ok"] == over_grpc["ok"] == 6
     assert over_grpc["ttft_p50_s"] is not None

@@ -5,7 +5,6 @@ before any output is retried."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import grpc
@@ -13,27 +12,18 @@ import pytest
 
 from kvgate.client import AsyncKVGateClient, Chunk, Generation, KVGateClient, KVGateError
 from kvgate.common.tokenizer import Tokenizer
-from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from kvgate.proto import gateway_pb2_grpc
 from tests.gateway.test_openai_api import LONG_SYSTEM
 from tests.support.certs import make_certs
-from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
+from tests.support.live_gateway import MODEL, LiveGateway, grpc_front, running_gateway
 from tests.support.scripted_worker import Mode
 
 CHAT = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "hello"}]
 
 
-@pytest.fixture
-async def target(live: LiveGateway) -> AsyncIterator[str]:
-    server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", 1 << 20)
-    await server.start()
-    yield f"127.0.0.1:{port}"
-    await server.stop(grace=None)
-
-
-async def test_the_async_client_generates_streams_and_sees_the_cache(target: str) -> None:
-    async with AsyncKVGateClient(target) as client:
+async def test_the_async_client_generates_streams_and_sees_the_cache(grpc_target: str) -> None:
+    async with AsyncKVGateClient(grpc_target) as client:
         assert await client.models() == [MODEL]
         first = await client.generate(messages=CHAT, max_tokens=4)
         items = [item async for item in client.stream(messages=CHAT, max_tokens=4)]
@@ -51,9 +41,9 @@ async def test_the_async_client_generates_streams_and_sees_the_cache(target: str
     assert route.matched_chunks[first.worker_id] == route.full_chunks
 
 
-async def test_the_sync_client_does_the_same(target: str) -> None:
+async def test_the_sync_client_does_the_same(grpc_target: str) -> None:
     def run() -> tuple[list[str], Generation, list[Chunk | Generation]]:
-        with KVGateClient(target) as client:
+        with KVGateClient(grpc_target) as client:
             return (
                 client.models(),
                 client.generate(prompt="count:", max_tokens=3),
@@ -67,8 +57,8 @@ async def test_the_sync_client_does_the_same(target: str) -> None:
     assert streamed[-1].request_id == "mine-1"
 
 
-async def test_errors_keep_their_status_and_bad_arguments_are_caught_early(target: str) -> None:
-    async with AsyncKVGateClient(target) as client:
+async def test_errors_keep_their_status_and_bad_arguments_are_caught_early(grpc_target: str) -> None:
+    async with AsyncKVGateClient(grpc_target) as client:
         with pytest.raises(KVGateError) as unknown:
             await client.generate(prompt="hi", model="no-such-model")
         with pytest.raises(ValueError, match="exactly one"):
@@ -76,17 +66,17 @@ async def test_errors_keep_their_status_and_bad_arguments_are_caught_early(targe
     assert unknown.value.code is grpc.StatusCode.NOT_FOUND
 
 
-async def test_only_unavailable_before_any_output_is_retried(live: LiveGateway, target: str) -> None:
+async def test_only_unavailable_before_any_output_is_retried(live: LiveGateway, grpc_target: str) -> None:
     for worker in live.workers:
         worker.mode = Mode.FAIL_BEFORE_FIRST  # the gateway tries each, then answers UNAVAILABLE
-    async with AsyncKVGateClient(target, retries=2, backoff_s=0.01) as client:
+    async with AsyncKVGateClient(grpc_target, retries=2, backoff_s=0.01) as client:
         with pytest.raises(KVGateError) as failed:
             await client.generate(prompt="hi", max_tokens=2)
     assert failed.value.code is grpc.StatusCode.UNAVAILABLE
     attempts = sum(len(w.received) for w in live.workers)
     for worker in live.workers:
         worker.mode, worker.received = Mode.FAIL_AFTER_TWO, []
-    async with AsyncKVGateClient(target, retries=2, backoff_s=0.01) as client:
+    async with AsyncKVGateClient(grpc_target, retries=2, backoff_s=0.01) as client:
         with pytest.raises(KVGateError):
             await client.generate(prompt="again", max_tokens=8)
     assert attempts == 3 * len(live.workers)  # three calls, each tried on every worker
@@ -95,17 +85,12 @@ async def test_only_unavailable_before_any_output_is_retried(live: LiveGateway, 
 
 async def test_the_api_key_travels_as_metadata(tokenizer: Tokenizer) -> None:
     ring = KeyRing([(hash_key("kvg-client-key"), Tenant("acme"))])
-    async with running_gateway(tokenizer, keys=ring) as live:
-        server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", 1 << 20)
-        await server.start()
-        try:
-            async with AsyncKVGateClient(f"127.0.0.1:{port}", api_key="kvg-client-key") as client:
-                assert (await client.generate(prompt="hi", max_tokens=2)).usage.completion_tokens == 2
-            async with AsyncKVGateClient(f"127.0.0.1:{port}", api_key="kvg-wrong") as client:
-                with pytest.raises(KVGateError) as refused:
-                    await client.generate(prompt="hi", max_tokens=2)
-        finally:
-            await server.stop(grace=None)
+    async with running_gateway(tokenizer, keys=ring) as live, grpc_front(live) as target:
+        async with AsyncKVGateClient(target, api_key="kvg-client-key") as client:
+            assert (await client.generate(prompt="hi", max_tokens=2)).usage.completion_tokens == 2
+        async with AsyncKVGateClient(target, api_key="kvg-wrong") as client:
+            with pytest.raises(KVGateError) as refused:
+                await client.generate(prompt="hi", max_tokens=2)
     assert refused.value.code is grpc.StatusCode.UNAUTHENTICATED
 
 

@@ -16,10 +16,9 @@ import httpx
 import pytest
 
 from kvgate.common.tokenizer import Tokenizer
-from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from kvgate.proto import common_pb2, gateway_pb2, gateway_pb2_grpc
-from tests.support.live_gateway import LIMITS, MODEL, LiveGateway, running_gateway
+from tests.support.live_gateway import LIMITS, MODEL, LiveGateway, grpc_front, running_gateway
 from tests.support.scripted_worker import Mode
 
 KEYS = {"acme": "kvg-parity-acme", "beta": "kvg-parity-beta"}
@@ -187,12 +186,12 @@ class Fronts:
 async def serving(tokenizer: Tokenizer, **settings: Any) -> AsyncIterator[Fronts]:
     """A gateway with ``settings`` and both its fronts."""
     ring = KeyRing([(hash_key(KEYS[name]), Tenant(name, shared_namespaces=PUBLIC)) for name in KEYS])
-    async with running_gateway(tokenizer, keys=ring, **settings) as live:
-        server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", 1 << 20)
-        await server.start()
-        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
-            yield Fronts(live, Http(live.url), Grpc(channel))
-        await server.stop(grace=None)
+    async with (
+        running_gateway(tokenizer, keys=ring, **settings) as live,
+        grpc_front(live) as target,
+        grpc.aio.insecure_channel(target) as channel,
+    ):
+        yield Fronts(live, Http(live.url), Grpc(channel))
 
 
 @pytest.fixture

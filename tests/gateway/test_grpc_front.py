@@ -12,21 +12,16 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.proto import common_pb2, gateway_pb2, gateway_pb2_grpc
 from tests.gateway.test_openai_api import LONG_SYSTEM
-from tests.support.live_gateway import MODEL, LiveGateway
+from tests.support.live_gateway import MODEL, LiveGateway, grpc_front
 from tests.support.scripted_worker import Mode
 
 
 @pytest.fixture
 async def channel(live: LiveGateway) -> AsyncIterator[grpc.aio.Channel]:
-    limit = live.gateway.settings.limits.max_body_bytes
-    server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", limit)
-    await server.start()
-    async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as chan:
+    async with grpc_front(live) as target, grpc.aio.insecure_channel(target) as chan:
         yield chan
-    await server.stop(grace=None)
 
 
 def request(question: str, max_tokens: int = 4, model: str = MODEL) -> gateway_pb2.GatewayRequest:

@@ -6,16 +6,14 @@ and the status codes the comments name."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 import grpc
-import pytest
 from google.protobuf import json_format, message_factory
 from google.protobuf.descriptor_pool import DescriptorPool
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
-from kvgate.gateway.grpc_api.server import build_grpc_server
 from tests.support.live_gateway import MODEL, LiveGateway
 from tests.support.scripted_worker import Mode
 
@@ -25,8 +23,8 @@ SERVICE = "kvgate.v1.KVGateway"
 class ReflectionClient:
     """Calls the gateway with message classes built from its reflection answers alone."""
 
-    def __init__(self, target: str) -> None:
-        self.channel = grpc.insecure_channel(target)
+    def __init__(self, grpc_target: str) -> None:
+        self.channel = grpc.insecure_channel(grpc_target)
         pool = DescriptorPool(ProtoReflectionDescriptorDatabase(self.channel))
         self._service = pool.FindServiceByName(SERVICE)
 
@@ -55,16 +53,8 @@ class ReflectionClient:
         return answers, dict(call.trailing_metadata() or ())
 
 
-@pytest.fixture
-async def target(live: LiveGateway) -> AsyncIterator[str]:
-    server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", 1 << 20)
-    await server.start()
-    yield f"127.0.0.1:{port}"
-    await server.stop(grace=None)
-
-
-def _promises(target: str) -> dict[str, Any]:
-    client = ReflectionClient(target)
+def _promises(grpc_target: str) -> dict[str, Any]:
+    client = ReflectionClient(grpc_target)
     try:
         models, _ = client.call("ListModels", {})
         bare, trailing = client.call("Generate", {"prompt": "tell me about caches"})  # no model, no sampling
@@ -88,8 +78,8 @@ def _promises(target: str) -> dict[str, Any]:
         client.channel.close()
 
 
-async def test_the_proto_promises_hold_for_a_reflection_only_client(target: str) -> None:
-    seen = await asyncio.to_thread(_promises, target)
+async def test_the_proto_promises_hold_for_a_reflection_only_client(grpc_target: str) -> None:
+    seen = await asyncio.to_thread(_promises, grpc_target)
     assert [m["id"] for m in seen["models"]["models"]] == [MODEL]
     final = seen["bare"][-1]["final"]
     assert final["usage"]["completionTokens"] == 16  # unset max_tokens: the documented default
@@ -101,8 +91,8 @@ async def test_the_proto_promises_hold_for_a_reflection_only_client(target: str)
     }
 
 
-def _deadline(target: str) -> grpc.StatusCode:
-    client = ReflectionClient(target)
+def _deadline(grpc_target: str) -> grpc.StatusCode:
+    client = ReflectionClient(grpc_target)
     try:
         client.call("Generate", {"prompt": "stall"}, timeout_s=0.5)
     except grpc.RpcError as error:
@@ -112,7 +102,7 @@ def _deadline(target: str) -> grpc.StatusCode:
     raise AssertionError("a stalled request finished")
 
 
-async def test_a_call_past_its_deadline_ends_deadline_exceeded(live: LiveGateway, target: str) -> None:
+async def test_a_call_past_its_deadline_ends_deadline_exceeded(live: LiveGateway, grpc_target: str) -> None:
     for worker in live.workers:
         worker.mode = Mode.STALL
-    assert await asyncio.to_thread(_deadline, target) is grpc.StatusCode.DEADLINE_EXCEEDED
+    assert await asyncio.to_thread(_deadline, grpc_target) is grpc.StatusCode.DEADLINE_EXCEEDED

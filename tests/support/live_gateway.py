@@ -1,6 +1,7 @@
-"""Shared fixture ``live``: a real gateway (HTTP on loopback) over scripted gRPC workers and the default
-model's tokenizer. Registered for every test by ``tests/conftest.py``. :func:`running_gateway` starts
-the same with other settings (API keys, limits)."""
+"""Shared fixtures ``live``: a real gateway (HTTP on loopback) over scripted gRPC workers and the default
+model's tokenizer, and ``grpc_target``: its gRPC front. Registered for every test by
+``tests/conftest.py``. :func:`running_gateway` starts the same with other settings (API keys, limits),
+:func:`grpc_front` the gRPC front of any of them."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from kvgate.common.clock import SystemClock
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.compose import Gateway, build_gateway
+from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.gateway.settings import GatewaySettings, Limits
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto.ids import WorkerId
@@ -53,3 +55,23 @@ async def running_gateway(tokenizer: Tokenizer, **settings: Any) -> AsyncIterato
 async def live(tokenizer: Tokenizer) -> AsyncIterator[LiveGateway]:
     async with running_gateway(tokenizer) as gateway:
         yield gateway
+
+
+@contextlib.asynccontextmanager
+async def grpc_front(live: LiveGateway) -> AsyncIterator[str]:
+    """The gateway's gRPC front (with its own body limit) served on a free loopback port while the block
+    runs; yields its target."""
+    limit = live.gateway.settings.limits.max_body_bytes
+    server, port = build_grpc_server(live.gateway.grpc_servicer(), "127.0.0.1:0", limit)
+    await server.start()
+    try:
+        yield f"127.0.0.1:{port}"
+    finally:
+        await server.stop(grace=None)
+
+
+@pytest.fixture
+async def grpc_target(live: LiveGateway) -> AsyncIterator[str]:
+    """``host:port`` of the ``live`` gateway's gRPC front."""
+    async with grpc_front(live) as target:
+        yield target
