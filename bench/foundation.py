@@ -75,25 +75,6 @@ async def populate(index: PrefixIndex, chains: dict[int, list[ChunkHash]]) -> No
         await index.apply(EventBatch(wid, Epoch(1), SeqNo(1), tuple(events)))
 
 
-async def naive_lookup(client: aioredis.Redis, namespace: str, hashes: list[ChunkHash]) -> int:
-    """The baseline: one HGETALL round trip per chunk, stopping at the first chunk nobody holds."""
-    found = 0
-    for h in hashes:
-        if not await client.hgetall(f"{namespace}:c:{h.hex()}"):
-            break
-        found += 1
-    return found
-
-
-async def pipelined_lookup(client: aioredis.Redis, namespace: str, hashes: list[ChunkHash]) -> int:
-    """The other baseline: one pipelined round trip fetching every chunk, walked client-side."""
-    pipe = client.pipeline(transaction=False)
-    for h in hashes:
-        pipe.hgetall(f"{namespace}:c:{h.hex()}")
-    replies = await pipe.execute()
-    return next((i for i, r in enumerate(replies) if not r), len(replies))
-
-
 async def time_calls(call: Callable[[], Awaitable[object]], iterations: int) -> dict[str, float]:
     for _ in range(min(50, iterations)):
         await call()
@@ -120,13 +101,7 @@ async def bench_index(redis_url: str, iterations: int) -> dict[str, dict[str, di
         print(f"  index lookups, {tokens} tokens ({len(hashes)} chunks)...", file=sys.stderr, flush=True)
         results[f"{tokens}_tokens"] = {
             "memory": await time_calls(lambda h=hashes: memory.lookup(h), iterations),
-            "redis_lua_one_round_trip": await time_calls(lambda h=hashes: redis_index.lookup(h), iterations),
-            "redis_pipelined_fetch_all": await time_calls(
-                lambda h=hashes: pipelined_lookup(raw, namespace, h), iterations
-            ),
-            "redis_naive_per_chunk": await time_calls(
-                lambda h=hashes: naive_lookup(raw, namespace, h), max(20, iterations // 10)
-            ),
+            "redis_one_round_trip": await time_calls(lambda h=hashes: redis_index.lookup(h), iterations),
         }
     await cleanup(raw, namespace)
     await redis_index.close()
@@ -134,7 +109,7 @@ async def bench_index(redis_url: str, iterations: int) -> dict[str, dict[str, di
 
 
 async def cleanup(client: aioredis.Redis, namespace: str) -> None:
-    keys = [k async for k in client.scan_iter(match=f"{namespace}:*", count=1000)]
+    keys = [k async for k in client.scan_iter(match=f"{{{namespace}:*", count=1000)]
     for i in range(0, len(keys), 1000):
         await client.delete(*keys[i : i + 1000])
     await client.aclose()
@@ -172,19 +147,13 @@ def markdown(report: dict) -> str:
         "",
         f"## Index lookup, {WORKERS} live workers (p50 / p99 µs)",
         "",
-        "| prompt | memory | Redis, Lua (1 round trip) | Redis, pipelined fetch-all "
-        "| Redis, naive per chunk |",
-        "|---|---:|---:|---:|---:|",
+        "| prompt | memory | Redis (one pipelined round trip) |",
+        "|---|---:|---:|",
     ]
     for prompt, r in report["index_lookup"].items():
         cells = [
             f"{r[k]['p50_us']:.0f} / {r[k]['p99_us']:.0f}"
-            for k in (
-                "memory",
-                "redis_lua_one_round_trip",
-                "redis_pipelined_fetch_all",
-                "redis_naive_per_chunk",
-            )
+            for k in ("memory", "redis_one_round_trip")
         ]
         lines.append(f"| {prompt.replace('_', ' ')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -15,27 +15,26 @@ from typing import Any
 from kvgate.proto.events import EventKind, Holding, KVEvent
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
-_MAX_MS = 10**13 - 1  # 2286-11-20: the last instant with 13 digits
-
-
-def ms13(unix_ms: int) -> str:
-    """A time as the scripts store it: 13 zero-padded digits, so string order is time order.
-    Times past 2286 are clamped (they mean "never" here); negative ones mean "long expired"."""
-    return f"{min(max(unix_ms, 0), _MAX_MS):013d}"
-
+_MAX_TTL_MS = 10**13  # about 317 years: "never", as far as the index is concerned
 
 _OPS = {EventKind.STORED: "S", EventKind.OFFLOADED: "S", EventKind.EVICTED: "E", EventKind.CLEARED: "X"}
 
 
-def event_args(event: KVEvent) -> tuple[str, str, str, str]:
-    """The (op, hex, tier, expires_ms) quadruple apply.lua reads for one event."""
-    chunk = event.chunk.hex() if event.chunk is not None else ""
-    return _OPS[event.kind], chunk, event.tier.value, ms13(event.expires_at_ms)
+def ttl_ms(expires_at_ms: int, now_ms: int) -> str:
+    """How long from ``now_ms`` a holding lasts, as the scripts read it: the writer's clock only
+    measures a duration; Redis adds it to its own time. Negative: already expired."""
+    return str(min(expires_at_ms - now_ms, _MAX_TTL_MS))
 
 
-def holding_args(holding: Holding) -> tuple[str, str, str]:
-    """The (hex, tier, expires_ms) triple resync.lua reads for one holding."""
-    return holding.chunk.hex(), holding.tier.value, ms13(holding.expires_at_ms)
+def event_args(event: KVEvent, now_ms: int) -> tuple[str, bytes, str, str]:
+    """The (op, chunk, tier, ttl_ms) quadruple apply.lua reads for one event."""
+    chunk = event.chunk if event.chunk is not None else b""
+    return _OPS[event.kind], chunk, event.tier.value, ttl_ms(event.expires_at_ms, now_ms)
+
+
+def holding_args(holding: Holding, now_ms: int) -> tuple[bytes, str, str]:
+    """The (chunk, tier, ttl_ms) triple stage.lua reads for one holding."""
+    return holding.chunk, holding.tier.value, ttl_ms(holding.expires_at_ms, now_ms)
 
 
 def encode_info(info: WorkerInfo) -> str:

@@ -1,36 +1,34 @@
-"""In-process prefix index: the embedded default for one machine, no server needed.
+"""In-process prefix index: the embedded default for one machine, and each gateway's replica.
 
-Lives in the gateway process; in embedded mode the gateway feeds it from each worker's gRPC event
-stream. All methods are coroutines only to share the :class:`PrefixIndex` interface: none awaits,
-so each call is atomic with respect to the event loop.
+Lives in the gateway process, fed from each worker's gRPC event stream. Holdings are bitmaps over
+worker slots (:mod:`.holders`), so a lookup costs O(chunks) mask operations plus O(workers matched),
+however many workers share the prefix. All methods are coroutines only to share the
+:class:`PrefixIndex` interface: none awaits, so each call is atomic with respect to the event loop.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from kvgate.common.clock import Clock
+from kvgate.index.holders import HolderBitmaps
 from kvgate.index.settings import IndexSettings
+from kvgate.index.slots import SlotTable
 from kvgate.index.types import (
     TAKEN,
     ApplyResult,
     ApplyStatus,
     DuplicateWorkerError,
     LookupResult,
-    PrefixMatch,
     StaleEpochError,
     WorkerStatus,
 )
-from kvgate.proto.events import EventBatch, EventKind, Holding, KVEvent, Snapshot
-from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
+from kvgate.proto.events import EventBatch, EventKind, KVEvent, Snapshot
+from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, WorkerId
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 _NEEDS_SNAPSHOT = -1
-
-# chunk -> worker -> (tier char, expires_at_ms). No epoch: every write is fenced by epoch, and a
-# new epoch clears the old incarnation's holdings.
-_Entry = tuple[str, int]
 
 
 @dataclass(slots=True)
@@ -38,23 +36,25 @@ class _Worker:
     info: WorkerInfo
     load: WorkerLoad
     heartbeat_expires_ms: int
+    slot: int
     last_seq: int = 0  # _NEEDS_SNAPSHOT after a purge
     live: bool = True
-    chunks: set[ChunkHash] = field(default_factory=set)
 
 
 class MemoryPrefixIndex:
-    """:class:`PrefixIndex` in a dict. Expired entries are dropped lazily and by an amortised sweep."""
+    """:class:`PrefixIndex` in process memory. Expiry is exact (a deadline heap drained before every
+    read and write), so memory follows what is live."""
 
     def __init__(self, settings: IndexSettings, clock: Clock) -> None:
         self._settings = settings
         self._clock = clock
         self._workers: dict[WorkerId, _Worker] = {}
         self._epochs: dict[WorkerId, Epoch] = {}  # outlives deregistration, for fencing
-        self._chunks: dict[ChunkHash, dict[WorkerId, _Entry]] = {}
-        self._pending: dict[ChunkHash, dict[WorkerId, int]] = {}
-        self._writes_since_sweep = 0
-        self._size_after_sweep = 0
+        self._holders = HolderBitmaps()
+        # a freed slot may still carry pending hints: reused only once they have expired
+        self._slots = SlotTable(reuse_after_ms=round(settings.pending_ttl_s * 1000) + 1)
+        self._live_mask = 0
+        self._recheck_ms = 0  # no live worker's heartbeat lapses before this
 
     # -- workers ---------------------------------------------------------------------------
 
@@ -66,32 +66,40 @@ class MemoryPrefixIndex:
         if old is not None and known == info.epoch:
             if old.info != info:
                 raise DuplicateWorkerError(TAKEN.format(info.worker_id, info.epoch))
-            old.load, old.live = load, True
-            old.heartbeat_expires_ms = self._heartbeat_deadline()
+            self._beat(old, load)
             return
-        self._clear(info.worker_id)
+        if old is not None:
+            self._holders.clear(old.slot)
+            old.info, old.last_seq = info, 0
+            self._beat(old, load)
+        else:
+            slot = self._slots.take(info.worker_id, self._clock.now_ms())
+            self._workers[info.worker_id] = worker = _Worker(info, load, 0, slot)
+            self._beat(worker, load)
         self._epochs[info.worker_id] = info.epoch
-        self._workers[info.worker_id] = _Worker(info, load, self._heartbeat_deadline())
 
     async def heartbeat(self, worker_id: WorkerId, epoch: Epoch, load: WorkerLoad) -> bool:
         worker = self._current(worker_id, epoch)
         if worker is None:
             return False
-        worker.load, worker.live = load, True
-        worker.heartbeat_expires_ms = self._heartbeat_deadline()
+        self._beat(worker, load)
         return True
 
     async def deregister(self, worker_id: WorkerId, epoch: Epoch) -> None:
-        if self._current(worker_id, epoch) is not None:
-            self._clear(worker_id)
+        worker = self._current(worker_id, epoch)
+        if worker is not None:
+            self._holders.clear(worker.slot)
+            self._live_mask &= ~(1 << worker.slot)
+            self._slots.free(worker.slot, self._clock.now_ms())
             del self._workers[worker_id]
 
     async def purge(self, worker_id: WorkerId) -> int:
         worker = self._workers.get(worker_id)
         if worker is None:
             return 0
-        dropped = self._clear(worker_id)
+        dropped = self._holders.clear(worker.slot)
         worker.last_seq, worker.live = _NEEDS_SNAPSHOT, False
+        self._live_mask &= ~(1 << worker.slot)
         return dropped
 
     async def workers(self) -> list[WorkerStatus]:
@@ -99,7 +107,7 @@ class MemoryPrefixIndex:
         return [
             WorkerStatus(w.info, w.load, w.heartbeat_expires_ms, w.heartbeat_expires_ms - self._ttl_ms)
             for wid, w in sorted(self._workers.items())
-            if self._is_live(w, now)
+            if w.live and w.heartbeat_expires_ms > now
         ]
 
     # -- events ----------------------------------------------------------------------------
@@ -110,64 +118,60 @@ class MemoryPrefixIndex:
             return refusal
         if worker.last_seq == _NEEDS_SNAPSHOT or batch.seq != worker.last_seq + 1:
             return ApplyResult(ApplyStatus.GAP, _expected(worker))
+        self._holders.expire(self._clock.now_ms())
         for event in batch.events:
-            self._apply_event(batch.worker_id, event)
+            self._apply_event(worker.slot, event)
         worker.last_seq = batch.seq
-        self._after_writes(len(batch.events))
         return ApplyResult(ApplyStatus.APPLIED, SeqNo(batch.seq + 1))
 
     async def resync(self, snapshot: Snapshot) -> ApplyResult:
         worker, refusal = self._admit(snapshot.worker_id, snapshot.epoch)
         if worker is None:
             return refusal
-        self._clear(snapshot.worker_id)
-        self._hold_all(snapshot.worker_id, snapshot.holdings)
+        self._holders.expire(self._clock.now_ms())
+        self._holders.clear(worker.slot)
+        for holding in snapshot.holdings:
+            self._holders.hold(worker.slot, holding.chunk, holding.tier, holding.expires_at_ms)
         worker.last_seq = snapshot.seq
-        self._after_writes(len(snapshot.holdings))
         return ApplyResult(ApplyStatus.APPLIED, SeqNo(snapshot.seq + 1))
 
     # -- routing ---------------------------------------------------------------------------
 
     async def lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult:
+        if not hashes:
+            return LookupResult(0, {})
         now = self._clock.now_ms()
-        live = {wid for wid, w in self._workers.items() if self._is_live(w, now)}
-        tiers: dict[WorkerId, list[str]] = {}
-        active: list[WorkerId] | None = None
-        for chunk in hashes:
-            held = self._chunks.get(chunk, {})
-            pending = self._pending.get(chunk, {})
-            candidates = (held.keys() | pending.keys()) & live if active is None else active
-            active = [w for w in candidates if self._extend_run(w, held, pending, now, tiers)]
-            if not active:
-                break
-        return LookupResult(len(hashes), {wid: PrefixMatch(wid, "".join(ts)) for wid, ts in tiers.items()})
-
-    @staticmethod
-    def _extend_run(
-        worker_id: WorkerId, held: dict, pending: dict, now: int, tiers: dict[WorkerId, list[str]]
-    ) -> bool:
-        """Appends the worker's tier for this chunk to its run; False if it does not hold it now."""
-        entry = held.get(worker_id)
-        if entry is not None and entry[1] > now:
-            tier = entry[0]
-        elif pending.get(worker_id, 0) > now:
-            tier = Tier.PENDING.value
-        else:
-            return False
-        tiers.setdefault(worker_id, []).append(tier)
-        return True
+        self._holders.expire(now)
+        matches = self._holders.walk(hashes, self._live(now), self._slots.names)
+        return LookupResult(len(hashes), matches)
 
     async def add_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
-        expires = self._clock.now_ms() + round(self._settings.pending_ttl_s * 1000)
-        for chunk in hashes:
-            self._pending.setdefault(chunk, {})[worker_id] = expires
-        self._after_writes(len(hashes))
+        worker = self._workers.get(worker_id)
+        if worker is None or not hashes:
+            return  # a hint for a worker this index does not know could never match
+        now = self._clock.now_ms()
+        self._holders.expire(now)
+        self._holders.add_pending(worker.slot, hashes, now + round(self._settings.pending_ttl_s * 1000))
 
     async def close(self) -> None:
-        self._chunks.clear()
-        self._pending.clear()
+        self._holders = HolderBitmaps()
 
     # -- internals -------------------------------------------------------------------------
+
+    def _beat(self, worker: _Worker, load: WorkerLoad) -> None:
+        worker.load, worker.live = load, True
+        worker.heartbeat_expires_ms = self._clock.now_ms() + self._ttl_ms
+        self._live_mask |= 1 << worker.slot
+        if not self._recheck_ms or worker.heartbeat_expires_ms < self._recheck_ms:
+            self._recheck_ms = worker.heartbeat_expires_ms
+
+    def _live(self, now: int) -> int:
+        """The mask of live workers' slots; rebuilt only when some heartbeat may have lapsed."""
+        if self._recheck_ms and now >= self._recheck_ms:
+            live = [w for w in self._workers.values() if w.live and w.heartbeat_expires_ms > now]
+            self._live_mask = sum(1 << w.slot for w in live)
+            self._recheck_ms = min((w.heartbeat_expires_ms for w in live), default=0)
+        return self._live_mask
 
     def _admit(self, worker_id: WorkerId, epoch: Epoch) -> tuple[_Worker | None, ApplyResult]:
         known = self._epochs.get(worker_id)
@@ -178,80 +182,26 @@ class MemoryPrefixIndex:
             return None, ApplyResult(ApplyStatus.UNKNOWN_WORKER, SeqNo(0))
         return worker, ApplyResult(ApplyStatus.APPLIED, _expected(worker))
 
-    def _apply_event(self, worker_id: WorkerId, event: KVEvent) -> None:
+    def _apply_event(self, slot: int, event: KVEvent) -> None:
         if event.kind is EventKind.CLEARED:
-            self._clear(worker_id)
+            self._holders.clear(slot)
         elif event.kind is EventKind.EVICTED:
-            self._drop(worker_id, event.chunk)
+            self._holders.drop(slot, event.chunk)  # type: ignore[arg-type]
         else:
-            self._hold(worker_id, Holding(event.chunk, event.tier, event.expires_at_ms))
-
-    def _hold_all(self, worker_id: WorkerId, holdings: Iterable[Holding]) -> None:
-        for holding in holdings:
-            self._hold(worker_id, holding)
-
-    def _hold(self, worker_id: WorkerId, holding: Holding) -> None:
-        entry = (holding.tier.value, holding.expires_at_ms)
-        self._chunks.setdefault(holding.chunk, {})[worker_id] = entry
-        self._workers[worker_id].chunks.add(holding.chunk)
-
-    def _drop(self, worker_id: WorkerId, chunk: ChunkHash) -> None:
-        holders = self._chunks.get(chunk)
-        if holders is not None and holders.pop(worker_id, None) is not None and not holders:
-            del self._chunks[chunk]
-        worker = self._workers.get(worker_id)
-        if worker is not None:
-            worker.chunks.discard(chunk)
-
-    def _clear(self, worker_id: WorkerId) -> int:
-        """Drops every holding of ``worker_id`` (pending hints just expire); returns how many."""
-        worker = self._workers.get(worker_id)
-        owned = list(worker.chunks) if worker else []
-        for chunk in owned:
-            self._drop(worker_id, chunk)
-        return len(owned)
-
-    def _drop_pending(self, chunk: ChunkHash, worker_id: WorkerId) -> None:
-        entries = self._pending[chunk]
-        del entries[worker_id]
-        if not entries:
-            del self._pending[chunk]
+            self._holders.hold(slot, event.chunk, event.tier, event.expires_at_ms)  # type: ignore[arg-type]
 
     def _current(self, worker_id: WorkerId, epoch: Epoch) -> _Worker | None:
         worker = self._workers.get(worker_id)
         return worker if worker is not None and worker.info.epoch == epoch else None
 
-    def _is_live(self, worker: _Worker, now: int) -> bool:
-        return worker.live and worker.heartbeat_expires_ms > now
-
-    def _heartbeat_deadline(self) -> int:
-        return self._clock.now_ms() + self._ttl_ms
-
     @property
     def _ttl_ms(self) -> int:
         return round(self._settings.heartbeat_ttl_s * 1000)
 
-    def _after_writes(self, count: int) -> None:
-        """Sweeps expired entries once the writes since the last sweep exceed what that sweep left
-        (at least 1024): O(1) amortised per write, and memory stays within about twice what is live."""
-        self._writes_since_sweep += count
-        if self._writes_since_sweep > max(1024, self._size_after_sweep):
-            self._sweep(self._clock.now_ms())
-            self._writes_since_sweep = 0
-            self._size_after_sweep = len(self._chunks) + len(self._pending)
-
-    def _sweep(self, now: int) -> None:
-        for chunk, holders in list(self._chunks.items()):
-            for wid in [w for w, (_, expires) in holders.items() if expires <= now]:
-                self._drop(wid, chunk)
-        for chunk, entries in list(self._pending.items()):
-            for wid in [w for w, expires in entries.items() if expires <= now]:
-                self._drop_pending(chunk, wid)
-
     @property
     def size(self) -> int:
-        """Chunk keys currently stored (expired ones included until swept)."""
-        return len(self._chunks)
+        """Chunks currently held by any worker (expired ones are dropped before every call)."""
+        return self._holders.chunks
 
 
 def _expected(worker: _Worker) -> SeqNo:

@@ -13,7 +13,10 @@ class IndexSettings:
     ``heartbeat_ttl_s`` is how long a worker stays live after its last heartbeat;
     ``pending_ttl_s`` is how long a gateway's own routing decision is remembered;
     ``key_slack_s`` is how long Redis keys outlive the last expiry they hold (self-healing TTL);
-    ``namespace`` prefixes every Redis key, so deployments can share one Redis.
+    ``namespace`` prefixes every Redis key, so deployments can share one Redis;
+    ``groups``: workers are spread over this many Redis key groups (each one hash slot of a Redis
+    Cluster), so a deployment's keys spread over a cluster's shards;
+    ``resync_slice``: holdings per Redis call when a snapshot is written (bounds each call's time).
     """
 
     namespace: str = "kvgate"
@@ -21,10 +24,14 @@ class IndexSettings:
     heartbeat_ttl_s: float = 10.0
     pending_ttl_s: float = 2.0
     key_slack_s: float = 60.0
+    groups: int = 16
+    resync_slice: int = 1000
 
     def __post_init__(self) -> None:
         for name in ("timeout_s", "heartbeat_ttl_s", "pending_ttl_s", "key_slack_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if not 1 <= self.groups <= 4096 or self.resync_slice < 1:
+            raise ValueError("groups must be in 1..4096 and resync_slice positive")
         if not self.namespace or any(c in self.namespace for c in " {}"):
             raise ValueError("namespace must be non-empty, without spaces or braces")

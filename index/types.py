@@ -30,6 +30,9 @@ class DuplicateWorkerError(StaleEpochError):
     address, say): a second process claims the same worker id and epoch. The first one keeps it."""
 
 
+_GPU, _CPU, _PENDING = Tier.GPU.value, Tier.CPU.value, Tier.PENDING.value  # plain str: enum access is slow
+
+
 @dataclass(frozen=True, slots=True)
 class PrefixMatch:
     """The leading chunks of one request that one worker holds.
@@ -47,15 +50,15 @@ class PrefixMatch:
 
     @property
     def gpu_chunks(self) -> ChunkCount:
-        return ChunkCount(self.tiers.count(Tier.GPU.value))
+        return ChunkCount(self.tiers.count(_GPU))
 
     @property
     def cpu_chunks(self) -> ChunkCount:
-        return ChunkCount(self.tiers.count(Tier.CPU.value))
+        return ChunkCount(self.tiers.count(_CPU))
 
     @property
     def pending_chunks(self) -> ChunkCount:
-        return ChunkCount(self.tiers.count(Tier.PENDING.value))
+        return ChunkCount(self.tiers.count(_PENDING))
 
 
 @dataclass(frozen=True, slots=True)

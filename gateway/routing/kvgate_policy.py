@@ -30,7 +30,12 @@ class KvgatePolicy:
             estimate(c, request.prompt_tokens, request.chunk_size, self.config) for c in request.candidates
         ]
         allowed = self._not_hot(estimates)
-        best = min(allowed, key=lambda e: self._rank(e, request))
+        n = len(request.candidates)
+        # candidates and estimates share their order: position i is the rotation's input
+        position = {e.worker_id: i for i, e in enumerate(estimates)}
+        best = min(
+            allowed, key=lambda e: self._rank(e, request, (position[e.worker_id] - request.request_key) % n)
+        )
         if best.reused_tokens == 0 and request.home is not None:
             home = next((e for e in allowed if e.worker_id == request.home), None)
             if home is not None:
@@ -45,11 +50,9 @@ class KvgatePolicy:
         cool = [e for e in estimates if e.queue_s <= limit]
         return cool or estimates
 
-    def _rank(self, e: Estimate, request: RouteRequest) -> tuple[float, int, bool, int]:
-        n = len(request.candidates)
-        index = next(i for i, c in enumerate(request.candidates) if c.worker_id == e.worker_id)
+    def _rank(self, e: Estimate, request: RouteRequest, rotation: int) -> tuple[float, int, bool, int]:
         score = round(e.score(self.config.compute_weight), 9)
-        return (score, -e.reused_tokens, e.worker_id != request.home, (index - request.request_key) % n)
+        return (score, -e.reused_tokens, e.worker_id != request.home, rotation)
 
 
 def _decision(e: Estimate, reason: RouteReason, request: RouteRequest) -> RouteDecision:

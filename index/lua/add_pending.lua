@@ -1,9 +1,10 @@
--- ARGV: ns, worker, deadline_ms (13 digits), ttl_ms, hex_1 .. hex_n.
-local ns, ttl = ARGV[1], tonumber(ARGV[4])
-local field, value = '~' .. ARGV[2], ARGV[3] .. 'P'
+-- ARGV: P, now, worker, ttl_ms, chunk_1 .. chunk_n (16 raw bytes each).
+local P, now, w, ttl = ARGV[1], now_ms(ARGV[2]), ARGV[3], tonumber(ARGV[4])
+local key, fields = P .. ':p:' .. w, {}
 for i = 5, #ARGV do
-  local key = ns .. ':c:' .. ARGV[i]
-  redis.call('HSET', key, field, value)
-  extend(key, ttl)
+  fields[#fields + 1] = ARGV[i]
+  fields[#fields + 1] = int(now + ttl)
 end
+hset_all(key, fields)
+extend(key, ttl)
 return #ARGV - 4

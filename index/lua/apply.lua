@@ -1,21 +1,29 @@
--- ARGV: ns, worker, epoch, seq, now_ms, slack_ms, then per event: op (S store / E evict / X clear),
--- hex, tier, expires_ms. Returns {status, expected_seq}.
-local ns, w, epoch, seq = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
-local now, slack = tonumber(ARGV[5]), tonumber(ARGV[6])
-local refused = refusal(ns, w, epoch)
+-- ARGV: P, now, worker, epoch, seq, slack_ms, then per event: op (S store / E evict / X clear),
+-- chunk (16 raw bytes), tier, ttl_ms (from now). Returns {status, expected_seq}.
+local P, now, w, epoch, seq = ARGV[1], now_ms(ARGV[2]), ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5])
+local refused = refusal(P, w, epoch)
 if refused then return {refused, 0} end
-local last = tonumber(redis.call('HGET', ns .. ':seqs', w) or '0')
+local last = tonumber(redis.call('HGET', P .. ':seqs', w) or '0')
 if last < 0 then return {'gap', 0} end
 if seq ~= last + 1 then return {'gap', last + 1} end
+local key = P .. ':h:' .. w
+local stores, longest = {}, 0
+local function flush()
+  if #stores > 0 then hset_all(key, stores); stores = {} end
+end
 for i = 7, #ARGV, 4 do
   local op = ARGV[i]
-  if op == 'X' then
-    clear(ns, w)
-  elseif op == 'E' then
-    drop(ns, w, ARGV[i + 1])
+  if op == 'S' then
+    local ttl = tonumber(ARGV[i + 3])
+    stores[#stores + 1] = ARGV[i + 1]
+    stores[#stores + 1] = ARGV[i + 2] .. int(now + ttl)
+    if ttl > longest then longest = ttl end
   else
-    hold(ns, w, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], now, slack)
+    flush()
+    if op == 'X' then redis.call('UNLINK', key) else redis.call('HDEL', key, ARGV[i + 1]) end
   end
 end
-redis.call('HSET', ns .. ':seqs', w, seq)
+flush()
+extend(key, longest + tonumber(ARGV[6]))
+redis.call('HSET', P .. ':seqs', w, seq)
 return {'applied', seq + 1}

@@ -1,9 +1,9 @@
--- ARGV: ns, worker, epoch. Removes the registered incarnation and all it holds; keeps its epoch.
-local ns, w = ARGV[1], ARGV[2]
-if refusal(ns, w, tonumber(ARGV[3])) then return 0 end
-clear(ns, w)
-redis.call('HDEL', ns .. ':info', w)
-redis.call('HDEL', ns .. ':load', w)
-redis.call('HDEL', ns .. ':seqs', w)
-redis.call('ZREM', ns .. ':live', w)
+-- ARGV: P, now, worker, epoch. Removes the registered incarnation and all it holds; keeps its epoch.
+local P, w = ARGV[1], ARGV[3]
+if refusal(P, w, tonumber(ARGV[4])) then return 0 end
+redis.call('UNLINK', P .. ':h:' .. w, P .. ':s:' .. w, P .. ':p:' .. w)
+redis.call('HDEL', P .. ':info', w)
+redis.call('HDEL', P .. ':load', w)
+redis.call('HDEL', P .. ':seqs', w)
+redis.call('ZREM', P .. ':live', w)
 return 1

@@ -1,6 +1,6 @@
--- ARGV: ns, worker, epoch, load_json, heartbeat_deadline_ms. Returns 1, or 0 if not the registered incarnation.
-local ns, w = ARGV[1], ARGV[2]
-if refusal(ns, w, tonumber(ARGV[3])) then return 0 end
-redis.call('HSET', ns .. ':load', w, ARGV[4])
-redis.call('ZADD', ns .. ':live', ARGV[5], w)
+-- ARGV: P, now, worker, epoch, load_json, heartbeat_ttl_ms. Returns 1, or 0 if not the registered incarnation.
+local P, now, w = ARGV[1], now_ms(ARGV[2]), ARGV[3]
+if refusal(P, w, tonumber(ARGV[4])) then return 0 end
+redis.call('HSET', P .. ':load', w, ARGV[5])
+redis.call('ZADD', P .. ':live', int(now + tonumber(ARGV[6])), w)
 return 1

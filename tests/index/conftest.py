@@ -35,7 +35,7 @@ def make_settings(namespace: str = "kvgate") -> IndexSettings:
 async def drop_namespace(url: str, namespace: str) -> None:
     client = aioredis.Redis.from_url(url)
     try:
-        keys = [key async for key in client.scan_iter(match=f"{namespace}:*", count=1000)]
+        keys = [key async for key in client.scan_iter(match=f"{{{namespace}:*", count=1000)]
         if keys:
             await client.delete(*keys)
     finally:
@@ -51,7 +51,7 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
         return
     url = request.getfixturevalue("redis_url")
     settings = make_settings(f"kvgate-test-{uuid.uuid4().hex[:12]}")
-    index = RedisPrefixIndex(redis_client(url, settings), settings, clock)
+    index = RedisPrefixIndex(redis_client(url, settings), settings, clock, server_time=False)
     await index.start()
     try:
         yield Backend("redis", index, clock, settings)

@@ -63,7 +63,7 @@ async def test_memory_and_redis_backends_agree(redis_url: str, seed: int) -> Non
     clock = ManualClock()
     namespace = f"kvgate-test-{uuid.uuid4().hex[:12]}"
     settings = make_settings(namespace)
-    redis_index = RedisPrefixIndex(redis_client(redis_url, settings), settings, clock)
+    redis_index = RedisPrefixIndex(redis_client(redis_url, settings), settings, clock, server_time=False)
     indexes: list[PrefixIndex] = [MemoryPrefixIndex(settings, clock), redis_index]
     for ix in indexes:
         for worker in WORKERS:

@@ -33,7 +33,7 @@ BAD = {
 @pytest.fixture
 async def index(redis_url: str) -> AsyncIterator[RedisPrefixIndex]:
     settings = make_settings(f"kvgate-test-{uuid.uuid4().hex[:12]}")
-    index = RedisPrefixIndex(redis_client(redis_url, settings), settings, ManualClock())
+    index = RedisPrefixIndex(redis_client(redis_url, settings), settings, ManualClock(), server_time=False)
     await index.start()
     try:
         yield index
@@ -44,14 +44,14 @@ async def index(redis_url: str) -> AsyncIterator[RedisPrefixIndex]:
 
 async def _write_beside(index: RedisPrefixIndex, url: str, records: dict[str, str]) -> None:
     """Writes ``records`` straight into Redis as live workers, next to worker A's real registration."""
-    ns = index._settings.namespace
     client = aioredis.Redis.from_url(url, decode_responses=True)
     try:
-        deadline = await client.zscore(f"{ns}:live", A)
+        deadline = await client.zscore(f"{index.group_prefix(A)}:live", A)
         for worker_id, record in records.items():
-            await client.hset(f"{ns}:info", worker_id, record)
-            await client.hset(f"{ns}:load", worker_id, encode_load(LOAD))
-            await client.zadd(f"{ns}:live", {worker_id: deadline})
+            group = index.group_prefix(worker_id)  # each record where the index looks for it
+            await client.hset(f"{group}:info", worker_id, record)
+            await client.hset(f"{group}:load", worker_id, encode_load(LOAD))
+            await client.zadd(f"{group}:live", {worker_id: deadline})
     finally:
         await client.aclose()
 
