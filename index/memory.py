@@ -142,8 +142,8 @@ class MemoryPrefixIndex:
             return LookupResult(0, {})
         now = self._clock.now_ms()
         self._holders.expire(now)
-        matches = self._holders.walk(hashes, self._live(now), self._slots.names)
-        return LookupResult(len(hashes), matches)
+        cohorts = self._holders.walk(hashes, self._live(now), self._slots.names)
+        return LookupResult(len(hashes), cohorts=cohorts)
 
     async def add_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
         worker = self._workers.get(worker_id)

@@ -62,21 +62,82 @@ class PrefixMatch:
 
 
 @dataclass(frozen=True, slots=True)
-class LookupResult:
-    """Per live worker, how far it holds the request's chain; workers holding nothing are absent."""
+class Cohort:
+    """Workers that hold the same leading chunks of a request in the same tiers."""
 
-    num_chunks: ChunkCount
-    matches: dict[WorkerId, PrefixMatch]
+    tiers: str
+    workers: tuple[WorkerId, ...]
+
+
+class LookupResult:
+    """Per live worker, how far it holds the request's chain; workers holding nothing are absent.
+
+    Two views of one answer: ``matches`` (per worker) and ``cohorts`` (workers grouped by identical
+    runs, what a decision at scale works on: a lookup over a thousand workers sharing a prefix is
+    a handful of cohorts). Built from either; the other is derived on first use. Immutable.
+    """
+
+    __slots__ = ("_cohorts", "_matches", "num_chunks")
+
+    def __init__(
+        self,
+        num_chunks: ChunkCount,
+        matches: dict[WorkerId, PrefixMatch] | None = None,
+        cohorts: tuple[Cohort, ...] | None = None,
+    ) -> None:
+        self.num_chunks = num_chunks
+        self._matches = matches if matches is not None or cohorts is not None else {}
+        self._cohorts = cohorts
+
+    @property
+    def matches(self) -> dict[WorkerId, PrefixMatch]:
+        if self._matches is None:
+            self._matches = {w: PrefixMatch(w, c.tiers) for c in self.cohorts for w in c.workers}
+        return self._matches
+
+    @property
+    def cohorts(self) -> tuple[Cohort, ...]:
+        if self._cohorts is None:
+            grouped: dict[str, list[WorkerId]] = {}
+            for w, m in (self._matches or {}).items():
+                grouped.setdefault(m.tiers, []).append(w)
+            self._cohorts = tuple(Cohort(t, tuple(ws)) for t, ws in grouped.items())
+        return self._cohorts
+
+    def match_for(self, worker_id: WorkerId) -> PrefixMatch | None:
+        """``worker_id``'s match, or None when it holds none (no per-worker view is built)."""
+        if self._matches is not None:
+            return self._matches.get(worker_id)
+        cohort = next((c for c in self.cohorts if worker_id in c.workers), None)
+        return PrefixMatch(worker_id, cohort.tiers) if cohort is not None else None
 
     def chunks_for(self, worker_id: WorkerId) -> ChunkCount:
         """Leading chunks held by ``worker_id``; 0 when it holds none."""
-        match = self.matches.get(worker_id)
+        match = self.match_for(worker_id)
         return match.chunks if match else ChunkCount(0)
 
     @property
     def longest(self) -> ChunkCount:
         """The most leading chunks any worker holds (0 when none)."""
-        return max((m.chunks for m in self.matches.values()), default=ChunkCount(0))
+        return ChunkCount(max((len(c.tiers) for c in self.cohorts), default=0))
+
+    def with_runs(self, runs: dict[WorkerId, str]) -> LookupResult:
+        """This answer with each worker of ``runs`` holding exactly the given tiers instead."""
+        if not runs:
+            return self
+        kept = [Cohort(c.tiers, tuple(w for w in c.workers if w not in runs)) for c in self.cohorts]
+        added = [Cohort(tiers, (w,)) for w, tiers in runs.items()]
+        return LookupResult(self.num_chunks, cohorts=tuple(c for c in kept + added if c.workers))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LookupResult):
+            return NotImplemented
+        return (self.num_chunks, self.matches) == (other.num_chunks, other.matches)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"LookupResult(num_chunks={self.num_chunks}, matches={self.matches!r})"
 
 
 class ApplyStatus(StrEnum):

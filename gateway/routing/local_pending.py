@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
-from kvgate.index.types import LookupResult, PrefixMatch
+from kvgate.index.types import LookupResult
 from kvgate.proto.ids import ChunkHash, Tier, WorkerId
 
 
@@ -43,12 +43,13 @@ class LocalPending:
             if entry is None or entry[1] <= now or runs.get(entry[0], 0) != i:
                 break  # a chain's decisions are one worker's; the first gap ends every local run
             runs[entry[0]] = i + 1
-        matches = dict(lookup.matches)
+        longer: dict[WorkerId, str] = {}
         for worker, length in runs.items():
-            known = matches[worker].tiers if worker in matches else ""
+            match = lookup.match_for(worker)
+            known = match.tiers if match is not None else ""
             if length > len(known):
-                matches[worker] = PrefixMatch(worker, known + Tier.PENDING.value * (length - len(known)))
-        return LookupResult(lookup.num_chunks, matches)
+                longer[worker] = known + Tier.PENDING.value * (length - len(known))
+        return lookup.with_runs(longer)
 
     def __len__(self) -> int:
         return len(self._entries)

@@ -11,14 +11,17 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from kvgate.common.clock import Clock
+from kvgate.gateway.routing.fleet import Fleet, FleetView
 from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.local_pending import LocalPending
 from kvgate.gateway.routing.types import (
     Candidate,
+    GroupedPolicy,
+    GroupedRequest,
     Routed,
     RouteDecision,
     RouteReason,
@@ -26,7 +29,7 @@ from kvgate.gateway.routing.types import (
     RoutingPolicy,
 )
 from kvgate.index.base import PrefixIndex
-from kvgate.index.types import IndexUnavailableError, LookupResult, WorkerStatus
+from kvgate.index.types import IndexUnavailableError, LookupResult, PrefixMatch, WorkerStatus
 from kvgate.proto.ids import ChunkHash, WorkerId
 from kvgate.proto.units import TokenCount
 
@@ -50,6 +53,8 @@ class Router:
         self._clock = clock
         self._local = LocalPending(pending_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
         self._policy = policy
+        self._grouped_policy = policy if isinstance(policy, GroupedPolicy) else None
+        self._fleet = FleetView(_queue_estimate(policy), self.inflight_tokens)
         self._fallback = fallback
         self._chunk_size = chunk_size
         self._seq = itertools.count()
@@ -74,6 +79,7 @@ class Router:
         ticket = next(self._tickets)
         uncached = prompt_tokens - decision.predicted_cached_tokens
         self._inflight.setdefault(decision.worker_id, {})[ticket] = (self._clock.now_ms(), uncached)
+        self._fleet.touch(decision.worker_id)
         self._local.record(hashes, decision.worker_id)
         to_compute = list(hashes[decision.matched_chunks :])  # what the chosen worker does not hold yet
         if not routed.degraded and to_compute:
@@ -101,18 +107,26 @@ class Router:
         lookup_s = time.perf_counter() - started if lookup is not None else None
         # From here to the end of route()'s bookkeeping there is no await: concurrent requests
         # see each other's decisions through the local record.
-        if lookup is not None:
-            lookup = self._local.merge(lookup, hashes)
-        request = self._request(prompt_tokens, workers, lookup, request_key, cache_key)
+        fleet = self._fleet.current(workers)
         if lookup is None:
+            request = self._request(prompt_tokens, fleet, {}, request_key, cache_key)
             return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes))
-        return Routed(self._policy.choose(request), lookup, len(hashes), lookup_s=lookup_s)
+        lookup = self._local.merge(lookup, hashes)
+        if self._grouped_policy is not None:
+            grouped = self._grouped(prompt_tokens, fleet, lookup, request_key, cache_key)
+            decision = self._grouped_policy.choose_grouped(grouped)
+        else:
+            decision = self._policy.choose(
+                self._request(prompt_tokens, fleet, lookup.matches, request_key, cache_key)
+            )
+        return Routed(decision, lookup, len(hashes), lookup_s=lookup_s)
 
     def prefill_done(self, routed: Routed) -> None:
         """The request's prefill finished (or the request failed): its tokens stop counting as in
         flight. Idempotent."""
         entries = self._inflight.get(routed.decision.worker_id, {})
-        entries.pop(routed.ticket, None)
+        if entries.pop(routed.ticket, None) is not None:
+            self._fleet.touch(routed.decision.worker_id)
         if not entries:
             self._inflight.pop(routed.decision.worker_id, None)
 
@@ -135,22 +149,34 @@ class Router:
     def _request(
         self,
         prompt_tokens: TokenCount,
-        workers: Sequence[WorkerStatus],
-        lookup: LookupResult | None,
+        fleet: Fleet,
+        matches: dict[WorkerId, PrefixMatch],
         request_key: int,
         cache_key: str | None,
     ) -> RouteRequest:
-        matches = lookup.matches if lookup is not None else {}
-        ids = sorted(w.info.worker_id for w in workers)
-        by_id = {w.info.worker_id: w for w in workers}
-        candidates = tuple(
-            Candidate(
-                wid, by_id[wid].load, matches.get(wid), self.inflight_tokens(wid, by_id[wid].heartbeat_at_ms)
-            )
-            for wid in ids
-        )
-        home = home_worker(cache_key, ids) if cache_key else None
+        candidates = tuple(replace(c, match=matches[c.worker_id]) if c.worker_id in matches else c
+                           for c in fleet.candidates)  # fmt: skip
+        home = home_worker(cache_key, fleet.position) if cache_key else None
         return RouteRequest(prompt_tokens, self._chunk_size, candidates, next(self._seq), request_key, home)
+
+    def _grouped(
+        self,
+        prompt_tokens: TokenCount,
+        fleet: Fleet,
+        lookup: LookupResult,
+        request_key: int,
+        cache_key: str | None,
+    ) -> GroupedRequest:
+        home = home_worker(cache_key, fleet.position) if cache_key else None
+        return GroupedRequest(
+            prompt_tokens, self._chunk_size, fleet.candidates, fleet.position, fleet.queue_s, lookup.cohorts,
+            next(self._seq), request_key, home,
+        )  # fmt: skip
+
+
+def _queue_estimate(policy: RoutingPolicy) -> Callable[[Candidate], float]:
+    """The policy's queue estimate (grouped policies), else none needed (0)."""
+    return policy.queue_s if isinstance(policy, GroupedPolicy) else (lambda _c: 0.0)
 
 
 def _as_fallback(decision: RouteDecision) -> RouteDecision:

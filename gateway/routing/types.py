@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
-from kvgate.index.types import LookupResult, PrefixMatch
+from kvgate.index.types import Cohort, LookupResult, PrefixMatch
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.units import ChunkCount, TokenCount
 from kvgate.proto.workers import WorkerLoad
@@ -86,3 +86,30 @@ class RoutingPolicy(Protocol):
     name: str
 
     def choose(self, request: RouteRequest) -> RouteDecision: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GroupedRequest:
+    """A :class:`RouteRequest` at scale: the candidates without matches (``candidates[i]`` has queue
+    estimate ``queue_s[i]`` and ``position`` maps ids to ``i``), and the lookup's cohorts (workers
+    with identical runs; a cohort's workers not among the candidates are ignored)."""
+
+    prompt_tokens: TokenCount
+    chunk_size: int
+    candidates: tuple[Candidate, ...]
+    position: dict[WorkerId, int]
+    queue_s: tuple[float, ...]
+    cohorts: tuple[Cohort, ...]
+    request_seq: int = 0
+    request_key: int = 0
+    home: WorkerId | None = None
+
+
+@runtime_checkable
+class GroupedPolicy(RoutingPolicy, Protocol):
+    """A policy that also decides from cohorts, in time that does not grow with the workers that
+    share a prefix; ``choose_grouped`` decides exactly as ``choose`` on the same input."""
+
+    def queue_s(self, candidate: Candidate) -> float: ...
+
+    def choose_grouped(self, request: GroupedRequest) -> RouteDecision: ...

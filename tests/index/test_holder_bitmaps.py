@@ -7,6 +7,7 @@ import random
 import pytest
 
 from kvgate.index.holders import HolderBitmaps
+from kvgate.index.types import Cohort
 from kvgate.proto.ids import Tier, WorkerId
 from tests.index.helpers import chain
 
@@ -59,7 +60,7 @@ def test_the_walk_matches_a_per_worker_reference(seed: int) -> None:
     for now in (0, 100, 140, 200):
         bitmaps.expire(now)
         walked = bitmaps.walk(CHAIN, sum(1 << s for s in live), names)
-        assert {w: m.tiers for w, m in walked.items()} == _reference(held, pending, live, now)
+        assert {w: c.tiers for c in walked for w in c.workers} == _reference(held, pending, live, now)
 
 
 def test_clearing_a_slot_forgets_all_it_held_and_memory_follows_what_is_live() -> None:
@@ -72,7 +73,7 @@ def test_clearing_a_slot_forgets_all_it_held_and_memory_follows_what_is_live() -
     assert len(bitmaps._deadlines) <= 2 * 1024 + 500  # stale deadlines are compacted away
     bitmaps.hold(3, CHAIN[0], Tier.CPU, 10**9)
     assert bitmaps.clear(3) == 1
-    assert bitmaps.walk(CHAIN, 1 << 3, [WorkerId("")] * 3 + [WorkerId("w3")]) == {}
+    assert bitmaps.walk(CHAIN, 1 << 3, [WorkerId("")] * 3 + [WorkerId("w3")]) == ()
 
 
 def test_a_refreshed_holding_outlives_its_first_deadline() -> None:
@@ -80,6 +81,6 @@ def test_a_refreshed_holding_outlives_its_first_deadline() -> None:
     bitmaps.hold(0, CHAIN[0], Tier.GPU, 50)
     bitmaps.hold(0, CHAIN[0], Tier.CPU, 500)  # TTL refreshed (and offloaded) before the first lapsed
     bitmaps.expire(100)
-    assert bitmaps.walk(CHAIN, 1, [WorkerId("w0")])[WorkerId("w0")].tiers == "C"
+    assert bitmaps.walk(CHAIN, 1, [WorkerId("w0")]) == (Cohort("C", (WorkerId("w0"),)),)
     bitmaps.expire(500)
-    assert bitmaps.walk(CHAIN, 1, [WorkerId("w0")]) == {}
+    assert bitmaps.walk(CHAIN, 1, [WorkerId("w0")]) == ()

@@ -1,0 +1,75 @@
+"""The live workers as the router sees them, kept between decisions: sorted ids, positions, and each
+worker's queue estimate. Rebuilt only when the worker list changes; a worker whose in-flight tokens
+changed is recomputed alone. A decision over a thousand workers then costs no per-worker objects."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from kvgate.gateway.routing.types import Candidate
+from kvgate.index.types import WorkerStatus
+from kvgate.proto.ids import WorkerId
+
+
+@dataclass(frozen=True, slots=True)
+class Fleet:
+    """Candidates (without matches) sorted by worker id, their positions, and ``queue_s[i]``: the
+    policy's queue estimate of ``candidates[i]``."""
+
+    candidates: tuple[Candidate, ...]
+    position: dict[WorkerId, int]
+    queue_s: tuple[float, ...]
+
+    @property
+    def ids(self) -> tuple[WorkerId, ...]:
+        return tuple(c.worker_id for c in self.candidates)
+
+
+class FleetView:
+    """Keeps the current :class:`Fleet`. ``queue_of`` is the policy's queue estimate; ``inflight``
+    gives a worker's in-flight tokens routed at or after a time (its heartbeat's)."""
+
+    def __init__(
+        self, queue_of: Callable[[Candidate], float], inflight: Callable[[WorkerId, int], int]
+    ) -> None:
+        self._queue_of = queue_of
+        self._inflight = inflight
+        self._statuses: tuple[WorkerStatus, ...] = ()  # held, so their ids stay theirs
+        self._key: tuple[int, ...] = ()
+        self._dirty: set[WorkerId] = set()
+        self._fleet = Fleet((), {}, ())
+
+    def touch(self, worker_id: WorkerId) -> None:
+        """``worker_id``'s in-flight tokens changed: recompute it at the next :meth:`current`."""
+        self._dirty.add(worker_id)
+
+    def current(self, workers: Sequence[WorkerStatus]) -> Fleet:
+        """The fleet of ``workers`` (the same status objects as last time: nothing is rebuilt)."""
+        key = tuple(map(id, workers))
+        if key != self._key:
+            self._statuses, self._key = tuple(workers), key
+            self._dirty.clear()
+            self._fleet = self._build(sorted(workers, key=lambda s: s.info.worker_id))
+        elif self._dirty:
+            self._refresh(self._dirty & self._fleet.position.keys())
+            self._dirty.clear()
+        return self._fleet
+
+    def _candidate(self, status: WorkerStatus) -> Candidate:
+        wid = status.info.worker_id
+        return Candidate(wid, status.load, None, self._inflight(wid, status.heartbeat_at_ms))
+
+    def _build(self, statuses: list[WorkerStatus]) -> Fleet:
+        candidates = tuple(self._candidate(s) for s in statuses)
+        position = {c.worker_id: i for i, c in enumerate(candidates)}
+        return Fleet(candidates, position, tuple(self._queue_of(c) for c in candidates))
+
+    def _refresh(self, changed: set[WorkerId]) -> None:
+        by_id = {s.info.worker_id: s for s in self._statuses if s.info.worker_id in changed}
+        candidates, queue_s = list(self._fleet.candidates), list(self._fleet.queue_s)
+        for wid, status in by_id.items():
+            i = self._fleet.position[wid]
+            candidates[i] = self._candidate(status)
+            queue_s[i] = self._queue_of(candidates[i])
+        self._fleet = Fleet(tuple(candidates), self._fleet.position, tuple(queue_s))
