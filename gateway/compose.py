@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from fastapi import FastAPI
 
 from kvgate.common.clock import Clock, SystemClock
-from kvgate.common.tokenizer import Tokenizer
+from kvgate.common.tokenizer import SegmentCache, SegmentedEncoder, Tokenizer
 from kvgate.gateway.core.admission import InFlightGate
 from kvgate.gateway.core.auth import Authenticator
 from kvgate.gateway.core.jobs import JobBuilder
@@ -109,8 +109,14 @@ def _request_core(settings: GatewaySettings, tokenizer: Tokenizer, dispatcher: D
         settings,
         Authenticator(settings.keys, limiter),
         InFlightGate(settings.max_concurrent_requests),
-        PromptEncoder(tokenizer, settings.limits.max_messages, settings.limits.context_window),
+        _prompt_encoder(settings, tokenizer),
         JobBuilder(settings, limiter),
         dispatcher,
         TextGenerator(dispatcher, tokenizer),
     )
+
+
+def _prompt_encoder(settings: GatewaySettings, tokenizer: Tokenizer) -> PromptEncoder:
+    """The prompt encoder, with this process's one cache of prompt pieces' token ids."""
+    chats = SegmentedEncoder(tokenizer, SegmentCache(settings.tokenizer_cache_bytes))
+    return PromptEncoder(tokenizer, chats, settings.limits.max_messages, settings.limits.context_window)

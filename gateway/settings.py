@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kvgate.common.grpc_tls import TlsFiles
+from kvgate.common.tokenizer import DEFAULT_CAPACITY_BYTES
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.tenancy import KeyRing
 from kvgate.index.settings import IndexSettings
@@ -64,7 +65,9 @@ class GatewaySettings:
     (None: plaintext). ``http_timeouts``: how long the HTTP front waits on slow clients.
     ``admin_keys``: the keys of the operators' endpoints (``/metrics``, ``/dashboard``, ``/docs``;
     None: open). ``shutdown_grace_s``: at shutdown, how long requests in flight (HTTP and gRPC
-    streams) may take to finish before they are cut."""
+    streams) may take to finish before they are cut. ``tokenizer_cache_bytes``: the memory this
+    process may keep token ids of prompt pieces in (system prompts, earlier turns), least recently
+    used evicted first; 0 disables it (default 64 MiB)."""
 
     model_name: str
     cache: CacheLayout
@@ -79,6 +82,7 @@ class GatewaySettings:
     http_timeouts: HttpTimeouts = field(default_factory=HttpTimeouts)
     admin_keys: KeyRing | None = None
     shutdown_grace_s: float = 30.0
+    tokenizer_cache_bytes: int = DEFAULT_CAPACITY_BYTES
 
     def __post_init__(self) -> None:
         if not self.model_name:
@@ -89,3 +93,5 @@ class GatewaySettings:
             raise ValueError("max_concurrent_requests must be >= 1")
         if self.shutdown_grace_s < 0:
             raise ValueError("shutdown_grace_s must be >= 0")
+        if self.tokenizer_cache_bytes < 0:
+            raise ValueError("tokenizer_cache_bytes must be >= 0")

@@ -1,6 +1,8 @@
 """Prompts to token ids: the gateway's one place that renders a chat template or encodes text.
 
-Tokenization runs in a worker thread (``asyncio.to_thread``), never on the event loop. Besides the
+Tokenization runs in a worker thread (``asyncio.to_thread``) that releases the GIL while it
+tokenizes, never on the event loop. Rendered chats are encoded by a ``SegmentedEncoder``: the pieces
+between special tokens (a system prompt, earlier turns) seen before are not tokenized again. Besides the
 prompt itself it measures two prefixes in tokens: the leading system messages (what a shared cache
 namespace may cover) and the conversation up to each cache breakpoint (what a TTL class pins).
 """
@@ -12,7 +14,7 @@ import itertools
 
 import numpy as np
 
-from kvgate.common.tokenizer import ChatTemplateError, Tokenizer
+from kvgate.common.tokenizer import ChatTemplateError, SegmentedEncoder, Tokenizer
 from kvgate.gateway.core.request import (
     MAX_BREAKPOINTS,
     Breakpoint,
@@ -30,10 +32,14 @@ _NORMALIZATION_MARGIN = 2
 
 
 class PromptEncoder:
-    """Owned by the composition root; stateless, safe to share across requests."""
+    """Owned by the composition root; safe to share across requests. Its only state is the cache of
+    ``chats`` (the encoder of rendered chats, over the same tokenizer)."""
 
-    def __init__(self, tokenizer: Tokenizer, max_messages: int, context_window: int) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, chats: SegmentedEncoder, max_messages: int, context_window: int
+    ) -> None:
         self._tokenizer = tokenizer
+        self._chats = chats
         self._max_messages = max_messages
         self._window = context_window
         self._max_chars = context_window * tokenizer.max_token_chars * _NORMALIZATION_MARGIN
@@ -98,7 +104,7 @@ class PromptEncoder:
             text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt)
         except (ChatTemplateError, ValueError) as exc:
             raise invalid(f"the chat template rejected the messages: {exc}", "messages") from exc
-        return self._tokenizer.encode(text, add_special_tokens=False)
+        return self._chats.encode(text)
 
     def _checked_ids(self, token_ids: object) -> np.ndarray:
         ids = np.asarray(token_ids, dtype=np.int64)

@@ -123,13 +123,13 @@ async def test_a_text_too_long_for_any_tokenization_is_refused_before_tokenizing
 ) -> None:
     core = _core(tokenizer, Limits(context_window=64))
     encoded: list[int] = []
-    real_encode = tokenizer.encode
+    real_encode = tokenizer.encode_batch
 
-    def counting(text: str, **options: bool):  # records each text the gateway tokenizes
-        encoded.append(len(text))
-        return real_encode(text, **options)
+    def counting(texts: list[str], **options: bool):  # records each text the gateway tokenizes
+        encoded.extend(map(len, texts))  # (``encode`` tokenizes through ``encode_batch`` too)
+        return real_encode(texts, **options)
 
-    monkeypatch.setattr(tokenizer, "encode", counting)
+    monkeypatch.setattr(tokenizer, "encode_batch", counting)
     bound = 64 * tokenizer.max_token_chars * 2
     for text, refused_early in (("a " * (bound // 2 + 1), True), ("a " * 200, False)):
         for prompt in (TextInput(text), ChatInput([{"role": "user", "content": text}])):
