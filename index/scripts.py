@@ -33,8 +33,9 @@ class LuaScript:
             return await client.eval(self.source, 1, key, *args)
 
     def queue(self, pipe: Any, key: str, *args: str | int | bytes) -> None:
-        """Adds the call to a pipeline (see :func:`run_pipeline` for the NOSCRIPT retry)."""
-        pipe.evalsha(self.sha, 1, key, *args)
+        """Adds the call to a pipeline (see :func:`run_group_calls` for the NOSCRIPT retry). Sent as a
+        raw command: a Redis Cluster pipeline refuses ``evalsha()`` but routes this by its key."""
+        pipe.execute_command("EVALSHA", self.sha, 1, key, *args)
 
 
 class IndexScripts:

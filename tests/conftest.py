@@ -5,10 +5,13 @@ KVGATE_REQUIRE_REDIS=1 or CI is set, so CI can never pass by skipping them."""
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Iterator
 
 import pytest
 
+from tests.support.redis_cluster import LocalRedisCluster
+from tests.support.redis_sentinel import LocalSentinel
 from tests.support.redis_server import RedisServer, redis_server_binary, wait_for_redis
 
 # Fixtures shared by every folder that needs them (not copied per folder): the default model and its
@@ -51,3 +54,46 @@ def private_redis() -> Iterator[RedisServer]:
         _no_redis("redis-server is not installed")
     with RedisServer() as server:
         yield server
+
+
+def _need_redis_server(*tools: str) -> None:
+    if redis_server_binary() is None:
+        _no_redis("redis-server is not installed")
+    for tool in tools:
+        if shutil.which(tool) is None:
+            _no_redis(f"{tool} is not installed")
+
+
+@pytest.fixture(scope="session")
+def redis_cluster_url() -> Iterator[str]:
+    """One node's URL of a real 3-master Redis Cluster shared by the session (database 0 only).
+    Tests share it: they use keys of their own and never stop a node (see ``private_redis_cluster``)."""
+    _need_redis_server("redis-cli")
+    with LocalRedisCluster() as cluster:
+        yield cluster.url
+
+
+@pytest.fixture
+def private_redis_cluster() -> Iterator[LocalRedisCluster]:
+    """A 3-master Redis Cluster of the test's own, whose nodes it may stop and restart."""
+    _need_redis_server("redis-cli")
+    with LocalRedisCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def redis_sentinel_url() -> Iterator[str]:
+    """``redis+sentinel://127.0.0.1:PORT/kvgate/0``: a Sentinel watching a primary and a replica,
+    shared by the session; it never fails over by itself (see ``private_sentinel`` for that)."""
+    _need_redis_server()
+    with LocalSentinel() as sentinel:
+        yield sentinel.sentinel_url
+
+
+@pytest.fixture
+def private_sentinel() -> Iterator[LocalSentinel]:
+    """A Sentinel deployment of the test's own that fails over one second after its primary dies
+    (``kill_primary()``)."""
+    _need_redis_server()
+    with LocalSentinel(down_after_ms=1000) as sentinel:
+        yield sentinel

@@ -10,7 +10,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from kvgate.common.clock import ManualClock
-from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
+from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex
+from kvgate.index.connect import open_redis
 
 # Generous: the shared suite checks behaviour, not speed, on a noisy 2-core machine.
 SUITE_TIMEOUT_S = 2.0
@@ -42,19 +43,38 @@ async def drop_namespace(url: str, namespace: str) -> None:
         await client.aclose()
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+# Redis: one server, a 3-master Redis Cluster (from one node's URL), a primary behind Sentinel.
+_REDIS_URLS = {
+    "redis": "redis_url",
+    "redis-cluster": "redis_cluster_url",
+    "redis-sentinel": "redis_sentinel_url",
+}
+
+
+@pytest.fixture(params=["memory", *(pytest.param(name, marks=pytest.mark.redis) for name in _REDIS_URLS)])
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     clock = ManualClock()
     if request.param == "memory":
         settings = make_settings()
         yield Backend("memory", MemoryPrefixIndex(settings, clock), clock, settings)
         return
-    url = request.getfixturevalue("redis_url")
+    url = request.getfixturevalue(_REDIS_URLS[request.param])
     settings = make_settings(f"kvgate-test-{uuid.uuid4().hex[:12]}")
-    index = RedisPrefixIndex(redis_client(url, settings), settings, clock, server_time=False)
+    client = await open_redis(url, timeout_s=SUITE_TIMEOUT_S)
+    index = RedisPrefixIndex(client, settings, clock, server_time=False)
     await index.start()
     try:
-        yield Backend("redis", index, clock, settings)
+        yield Backend(request.param, index, clock, settings)
     finally:
+        await drop_keys(client, settings.namespace)
         await index.close()
-        await drop_namespace(url, settings.namespace)
+
+
+async def drop_keys(client, namespace: str) -> None:
+    """Deletes a namespace's keys through the index's own client (every node of a cluster)."""
+    nodes = client.get_primaries() if hasattr(client, "get_primaries") else [None]
+    for node in nodes:
+        where = {"target_nodes": node} if node else {}
+        scan = client.scan_iter(match=f"{{{namespace}:*", count=1000, **where)
+        for key in [k async for k in scan]:
+            await client.delete(key)
