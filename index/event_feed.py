@@ -24,11 +24,14 @@ from dataclasses import dataclass
 
 import grpc
 
+from kvgate.common.clock import Clock, SystemClock
 from kvgate.common.grpc_options import CLIENT_OPTIONS
 from kvgate.common.grpc_tls import ChannelSecurity, TlsFiles
 from kvgate.index.base import PrefixIndex
+from kvgate.index.rebase import clock_offset_ms, rebase_batch, rebase_snapshot
 from kvgate.index.types import ApplyResult, IndexUnavailableError, StaleEpochError
 from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
+from kvgate.proto.ids import WorkerId
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 log = logging.getLogger(__name__)
@@ -50,6 +53,7 @@ class FeedState:
     info: WorkerInfo | None = None
     synced: bool = False
     sessions: int = 0
+    offset_ms: int = 0  # this gateway's clock minus the worker's (rebases event expiries)
 
 
 class EventFeed:
@@ -59,7 +63,8 @@ class EventFeed:
     ``poll_s``: the Stats (heartbeat) period, well under the index's ``heartbeat_ttl_s``; ``retry_s``:
     (first, most) seconds between reconnection attempts; ``rpc_timeout_s`` bounds each Stats call;
     ``tls``: the workers' TLS (None: plaintext); ``secret``: the deployment secret, whose call token
-    the feed presents to the workers (empty: none).
+    the feed presents to the workers (empty: none); ``clock``: the index's clock, onto which the
+    workers' expiry times are rebased (each worker's offset measured by its ``Stats`` calls).
     """
 
     def __init__(
@@ -72,8 +77,10 @@ class EventFeed:
         options: tuple[tuple[str, int], ...] = CLIENT_OPTIONS,
         tls: TlsFiles | None = None,
         secret: bytes = b"",
+        clock: Clock | None = None,
     ) -> None:
         self._index = index
+        self._clock = clock or SystemClock()
         self._poll_s, self._retry_s, self._rpc_timeout_s = poll_s, retry_s, rpc_timeout_s
         self._options = options
         self._security = ChannelSecurity.of(tls, secret)  # reads the TLS files now, not per connection
@@ -101,6 +108,14 @@ class EventFeed:
         if state is not None and state.info is not None:
             with contextlib.suppress(IndexUnavailableError):
                 await self._index.deregister(state.info.worker_id, state.info.epoch)
+
+    async def resubscribe(self, worker_id: WorkerId) -> None:
+        """Starts a fresh session with ``worker_id`` (its holdings were dropped here, after a failed
+        call: the new session's snapshot restores them if the worker is fine). No-op if not followed."""
+        for address, state in list(self.states.items()):
+            if state.info is not None and state.info.worker_id == worker_id:
+                await self.unfollow(address)
+                self.follow(address)
 
     async def close(self) -> None:
         """Stops following every address. Idempotent."""
@@ -131,13 +146,13 @@ class EventFeed:
 
     async def _session(self, stub: worker_pb2_grpc.KVWorkerStub, state: FeedState) -> None:
         """Registers the worker and runs its event stream and heartbeats until either fails."""
-        info, load = await self._stats(stub)
+        info, load = await self._stats(stub, state)
         await self._register(info, load)
         state.info = info
         call = stub.SubscribeEvents(worker_pb2.SubscribeEventsRequest())
         tasks = [
             asyncio.create_task(self._consume(call, state)),
-            asyncio.create_task(self._heartbeats(stub, info)),
+            asyncio.create_task(self._heartbeats(stub, info, state)),
         ]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -152,23 +167,35 @@ class EventFeed:
     async def _consume(self, call: grpc.aio.UnaryStreamCall, state: FeedState) -> None:
         async for msg in call:
             if msg.HasField("snapshot"):
-                _check(await self._index.resync(convert.snapshot_from_proto(msg.snapshot)))
+                snapshot = convert.snapshot_from_proto(msg.snapshot)
+                _check(await self._index.resync(rebase_snapshot(snapshot, state.offset_ms)))
                 state.synced = True
             else:
-                _check(await self._index.apply(convert.event_batch_from_proto(msg.batch)))
+                batch = convert.event_batch_from_proto(msg.batch)
+                _check(await self._index.apply(rebase_batch(batch, state.offset_ms)))
         raise _WorkerLostError("the worker ended its event stream")
 
-    async def _heartbeats(self, stub: worker_pb2_grpc.KVWorkerStub, registered: WorkerInfo) -> None:
+    async def _heartbeats(
+        self, stub: worker_pb2_grpc.KVWorkerStub, registered: WorkerInfo, state: FeedState
+    ) -> None:
         while True:
             await asyncio.sleep(self._poll_s)
-            info, load = await self._stats(stub)
+            info, load = await self._stats(stub, state)
             if (info.worker_id, info.epoch) != (registered.worker_id, registered.epoch):
                 raise _ResubscribeError(f"{info.worker_id} epoch {info.epoch} replaced {registered.epoch}")
             if not await self._index.heartbeat(info.worker_id, info.epoch, load):
                 raise _ResubscribeError(f"the index no longer knows {info.worker_id}")
 
-    async def _stats(self, stub: worker_pb2_grpc.KVWorkerStub) -> tuple[WorkerInfo, WorkerLoad]:
+    async def _stats(
+        self, stub: worker_pb2_grpc.KVWorkerStub, state: FeedState
+    ) -> tuple[WorkerInfo, WorkerLoad]:
+        """The worker's record and load; also measures the worker's clock against this gateway's
+        (the first measurement of a session holds for its events: a snapshot and its batches
+        must share one offset)."""
+        sent = self._clock.now_ms()
         reply = await stub.Stats(worker_pb2.StatsRequest(), timeout=self._rpc_timeout_s)
+        if not state.synced:
+            state.offset_ms = clock_offset_ms(sent, self._clock.now_ms(), reply.now_ms)
         return convert.worker_info_from_proto(reply.info), convert.worker_load_from_proto(reply.load)
 
     async def _register(self, info: WorkerInfo, load: WorkerLoad) -> None:

@@ -82,7 +82,7 @@ class Evictions(_message.Message):
     def __init__(self, ttl: _Optional[int] = ..., pressure: _Optional[int] = ..., reset: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("info", "load", "requests_total", "finished_stop_total", "finished_length_total", "finished_abort_total", "finished_error_total", "prompt_tokens_total", "cached_tokens_total", "cached_gpu_tokens_total", "cached_cpu_tokens_total", "completion_tokens_total", "predicted_cached_tokens_total", "actual_cached_tokens_of_predicted_total", "preemptions_total", "gpu_evictions", "cpu_evictions", "offloaded_blocks_total", "swapped_in_blocks_total", "gpu_cached_blocks", "last_event_seq", "started_at_ms")
+    __slots__ = ("info", "load", "requests_total", "finished_stop_total", "finished_length_total", "finished_abort_total", "finished_error_total", "prompt_tokens_total", "cached_tokens_total", "cached_gpu_tokens_total", "cached_cpu_tokens_total", "completion_tokens_total", "predicted_cached_tokens_total", "actual_cached_tokens_of_predicted_total", "preemptions_total", "gpu_evictions", "cpu_evictions", "offloaded_blocks_total", "swapped_in_blocks_total", "gpu_cached_blocks", "last_event_seq", "started_at_ms", "now_ms")
     INFO_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
@@ -105,6 +105,7 @@ class StatsResponse(_message.Message):
     GPU_CACHED_BLOCKS_FIELD_NUMBER: _ClassVar[int]
     LAST_EVENT_SEQ_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
+    NOW_MS_FIELD_NUMBER: _ClassVar[int]
     info: _common_pb2.WorkerInfo
     load: _common_pb2.WorkerLoad
     requests_total: int
@@ -127,7 +128,8 @@ class StatsResponse(_message.Message):
     gpu_cached_blocks: int
     last_event_seq: int
     started_at_ms: int
-    def __init__(self, info: _Optional[_Union[_common_pb2.WorkerInfo, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ..., requests_total: _Optional[int] = ..., finished_stop_total: _Optional[int] = ..., finished_length_total: _Optional[int] = ..., finished_abort_total: _Optional[int] = ..., finished_error_total: _Optional[int] = ..., prompt_tokens_total: _Optional[int] = ..., cached_tokens_total: _Optional[int] = ..., cached_gpu_tokens_total: _Optional[int] = ..., cached_cpu_tokens_total: _Optional[int] = ..., completion_tokens_total: _Optional[int] = ..., predicted_cached_tokens_total: _Optional[int] = ..., actual_cached_tokens_of_predicted_total: _Optional[int] = ..., preemptions_total: _Optional[int] = ..., gpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., cpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., offloaded_blocks_total: _Optional[int] = ..., swapped_in_blocks_total: _Optional[int] = ..., gpu_cached_blocks: _Optional[int] = ..., last_event_seq: _Optional[int] = ..., started_at_ms: _Optional[int] = ...) -> None: ...
+    now_ms: int
+    def __init__(self, info: _Optional[_Union[_common_pb2.WorkerInfo, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ..., requests_total: _Optional[int] = ..., finished_stop_total: _Optional[int] = ..., finished_length_total: _Optional[int] = ..., finished_abort_total: _Optional[int] = ..., finished_error_total: _Optional[int] = ..., prompt_tokens_total: _Optional[int] = ..., cached_tokens_total: _Optional[int] = ..., cached_gpu_tokens_total: _Optional[int] = ..., cached_cpu_tokens_total: _Optional[int] = ..., completion_tokens_total: _Optional[int] = ..., predicted_cached_tokens_total: _Optional[int] = ..., actual_cached_tokens_of_predicted_total: _Optional[int] = ..., preemptions_total: _Optional[int] = ..., gpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., cpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., offloaded_blocks_total: _Optional[int] = ..., swapped_in_blocks_total: _Optional[int] = ..., gpu_cached_blocks: _Optional[int] = ..., last_event_seq: _Optional[int] = ..., started_at_ms: _Optional[int] = ..., now_ms: _Optional[int] = ...) -> None: ...
 
 class SubscribeEventsRequest(_message.Message):
     __slots__ = ()

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field, replace
 import ray
 
 from kvgate.common.clock import SystemClock
-from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex, redis_client
+from kvgate.index import IndexSettings, RedisPrefixIndex
+from kvgate.index.open_shared import open_shared_index
 from kvgate.proto.ids import Epoch
 from kvgate.proto.workers import WorkerInfo
 from kvgate.workers.service import WorkerConfig, WorkerServer
@@ -122,13 +123,8 @@ class WorkerActor:
     async def _open_index(self) -> RedisPrefixIndex | None:
         if self._spec.redis_url is None:
             return None
-        settings = self._spec.index
-        index = RedisPrefixIndex(redis_client(self._spec.redis_url, settings), settings, SystemClock())
-        try:
-            await index.start()
-        except IndexUnavailableError as exc:  # the publisher registers once Redis answers
-            log.warning("redis index not reachable yet (%s); the worker starts and keeps retrying", exc)
-        return index
+        # the publisher registers once Redis answers (a single server: see open_shared_index)
+        return await open_shared_index(self._spec.redis_url, self._spec.index, SystemClock())
 
     async def _watch(self, server: WorkerServer) -> None:
         """Exits the process once this incarnation is over, so that Ray restarts it."""

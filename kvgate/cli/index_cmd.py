@@ -7,20 +7,28 @@ import asyncio
 
 from kvgate.cli.redis_args import add_redis_argument
 from kvgate.common.clock import SystemClock
-from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex, redis_client
+from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex
+from kvgate.index.connect import open_redis
+from kvgate.index.redis_url import RedisUrlError
 
 HELP = "list the live workers registered in a Redis prefix index"
+URL_HELP = "redis:// or rediss:// (one server, or any node of a Redis Cluster), or redis+sentinel://HOST:PORT/NAME"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_redis_argument(parser, required=True, help_="redis:// or rediss:// URL")
+    add_redis_argument(parser, required=True, help_=URL_HELP)
     parser.add_argument("--namespace", default=IndexSettings().namespace)
     parser.add_argument("--timeout", type=float, default=2.0, help="seconds to wait for Redis")
 
 
 async def _list(args: argparse.Namespace) -> int:
     settings = IndexSettings(namespace=args.namespace, timeout_s=args.timeout)
-    index = RedisPrefixIndex(redis_client(args.redis_url, settings), settings, SystemClock())
+    try:
+        client = await open_redis(args.redis_url, timeout_s=args.timeout)
+    except (IndexUnavailableError, RedisUrlError) as exc:
+        print(f"kvgate index: {exc}")
+        return 1
+    index = RedisPrefixIndex(client, settings, SystemClock())
     try:
         statuses = await index.workers()
     except IndexUnavailableError as exc:

@@ -24,13 +24,12 @@ from kvgate.gateway.compose import build_gateway
 from kvgate.gateway.settings import GatewaySettings, Limits
 from kvgate.index import (
     IndexSettings,
-    IndexUnavailableError,
     MemoryPrefixIndex,
     PrefixIndex,
-    RedisPrefixIndex,
-    redis_client,
 )
 from kvgate.index.event_feed import EventFeed
+from kvgate.index.open_shared import open_shared_index
+from kvgate.index.replicated import ReplicatedIndex
 from kvgate.proto.workers import WorkerInfo
 
 if TYPE_CHECKING:
@@ -142,17 +141,16 @@ def _follower(feed: EventFeed) -> OnChange:
 
 @asynccontextmanager
 async def _index(settings: ClusterSettings) -> AsyncIterator[PrefixIndex]:
-    """The gateway's index: in-process, or the shared Redis one (scripts loaded). Closed on exit."""
+    """The gateway's index: in-process, or a replica of the shared Redis one (membership from Redis,
+    holdings from each worker's own event stream). Closed on exit."""
     index_settings = IndexSettings()
     if settings.redis_url is None:
         index: PrefixIndex = MemoryPrefixIndex(index_settings, SystemClock())
     else:
-        client = redis_client(settings.redis_url, index_settings)
-        index = redis_index = RedisPrefixIndex(client, index_settings, SystemClock())
-        try:
-            await redis_index.start()
-        except IndexUnavailableError as exc:  # serve on load-based routing until Redis answers
-            say(f"the Redis index is not reachable yet ({exc}); routing by load until it is")
+        shared = await open_shared_index(settings.redis_url, index_settings, SystemClock())
+        replica = MemoryPrefixIndex(index_settings, SystemClock())
+        feed = EventFeed(replica, tls=settings.tls, secret=settings.cache.secret)
+        index = ReplicatedIndex(shared, replica, feed, settings.cache.secret)
     try:
         yield index
     finally:

@@ -17,16 +17,15 @@ import signal
 
 from kvgate.cli.cache_args import add_cache_arguments, cache_config
 from kvgate.common.clock import SystemClock
-from kvgate.index import IndexSettings, RedisPrefixIndex, redis_client
+from kvgate.index import IndexSettings, IndexUnavailableError, RedisPrefixIndex
+from kvgate.index.open_shared import open_shared_index
 from kvgate.proto.ids import WorkerId
-from kvgate.proto.workers import WorkerLoad
 from tests.support.scripted_worker import ScriptedWorker
 
 
 async def main(args: argparse.Namespace) -> None:
     settings = IndexSettings(timeout_s=1.0)
-    index = RedisPrefixIndex(redis_client(args.redis_url, settings), settings, SystemClock())
-    await index.start()
+    index = await open_shared_index(args.redis_url, settings, SystemClock())
     config = cache_config(args)
     workers = []
     for i in range(args.workers):
@@ -40,14 +39,23 @@ async def main(args: argparse.Namespace) -> None:
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     while not stop.is_set():
         for worker in workers:
-            load = WorkerLoad(gpu_blocks_total=100, gpu_blocks_free=100, running_seqs=worker.active)
-            await index.heartbeat(worker.worker_id, worker.epoch, load)
+            with contextlib.suppress(IndexUnavailableError):  # Redis down: retry at the next beat
+                await _heartbeat(index, worker)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 1.0)
     for worker in workers:
         await index.deregister(worker.worker_id, worker.epoch)
         await worker.stop()
     await index.close()
+
+
+async def _heartbeat(index: RedisPrefixIndex, worker: ScriptedWorker) -> None:
+    """Heartbeats; when the index forgot the worker (Redis restarted empty) or missed a batch,
+    registers again and republishes everything it holds, as a real worker's publisher does."""
+    if await index.heartbeat(worker.worker_id, worker.epoch, worker.load()) and not worker.needs_resync:
+        return
+    await index.register(worker.info, worker.load())
+    worker.needs_resync = not (await index.resync(worker.snapshot())).ok
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:

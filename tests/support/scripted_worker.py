@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import time
 from dataclasses import dataclass, field
 
 import grpc
@@ -17,9 +18,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from kvgate.common.grpc_auth import RequireToken
 from kvgate.common.grpc_options import SERVER_OPTIONS
 from kvgate.index.base import PrefixIndex
+from kvgate.index.types import IndexUnavailableError
 from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
 from kvgate.proto.chain import ChainRoots, chain_hashes
-from kvgate.proto.events import EventBatch, KVEvent
+from kvgate.proto.events import EventBatch, Holding, KVEvent, Snapshot
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.layout import CacheLayout
 from kvgate.proto.sampling import CacheHint, FinishReason, Usage
@@ -28,6 +30,7 @@ from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 VOCAB = 1000
 EOS = 999
+HELD_UNTIL_MS = 10**13  # scripted workers never evict
 
 
 class Mode(enum.Enum):
@@ -57,8 +60,10 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
     max_in_flight: int | None = None  # beyond it, RESOURCE_EXHAUSTED (a worker's admission queue)
     active: int = 0
     hints: list[CacheHint] = field(default_factory=list)
+    needs_resync: bool = False  # a publish to the index failed: the owner re-registers and resyncs
     _seq: int = 0
     _server: grpc.aio.Server | None = None
+    _subscribers: list[asyncio.Queue] = field(default_factory=list)
 
     @property
     def info(self) -> WorkerInfo:
@@ -152,17 +157,51 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
         hits = next((i for i, h in enumerate(hashes) if h not in self.held), len(hashes))
         new = [h for h in hashes if h not in self.held]
         self.held.update(new)
-        if self.index is not None and new:
+        if new:
             self._seq += 1
-            events = tuple(KVEvent.stored(h, Tier.GPU, 10**13) for h in new)
-            await self.index.apply(EventBatch(self.worker_id, Epoch(self.epoch), SeqNo(self._seq), events))
+            events = tuple(KVEvent.stored(h, Tier.GPU, HELD_UNTIL_MS) for h in new)
+            await self._publish(EventBatch(self.worker_id, Epoch(self.epoch), SeqNo(self._seq), events))
         return min(hits * self.config.chunk_size, len(ids) - 1)
+
+    async def _publish(self, batch: EventBatch) -> None:
+        """To every event subscriber (gateways), and to the index when there is one; a failed index
+        write marks the worker for a resync instead of failing the request."""
+        for queue in self._subscribers:
+            queue.put_nowait(batch)
+        if self.index is None or self.needs_resync:
+            return
+        try:
+            self.needs_resync = not (await self.index.apply(batch)).ok
+        except IndexUnavailableError:
+            self.needs_resync = True
+
+    def snapshot(self) -> Snapshot:
+        """Everything held, as of the last batch."""
+        holdings = tuple(Holding(h, Tier.GPU, HELD_UNTIL_MS) for h in self.held)
+        return Snapshot(self.worker_id, Epoch(self.epoch), SeqNo(self._seq), holdings)
+
+    async def SubscribeEvents(self, request, context):
+        queue: asyncio.Queue[EventBatch] = asyncio.Queue()
+        self._subscribers.append(queue)
+        try:
+            yield worker_pb2.EventStreamMessage(snapshot=convert.snapshot_to_proto(self.snapshot()))
+            while True:
+                yield worker_pb2.EventStreamMessage(batch=convert.event_batch_to_proto(await queue.get()))
+        finally:
+            self._subscribers.remove(queue)
 
     async def Abort(self, request, context):
         return worker_pb2.AbortResponse(aborted=False)
 
+    def load(self) -> WorkerLoad:
+        return WorkerLoad(gpu_blocks_total=100, gpu_blocks_free=100, running_seqs=self.active)
+
     async def Stats(self, request, context):
-        return worker_pb2.StatsResponse(info=convert.worker_info_to_proto(self.info))
+        return worker_pb2.StatsResponse(
+            info=convert.worker_info_to_proto(self.info),
+            load=convert.worker_load_to_proto(self.load()),
+            now_ms=time.time_ns() // 1_000_000,
+        )
 
 
 async def health_status(port: int) -> int:

@@ -7,6 +7,8 @@ assembles the worker's own messages from them (the engine's types live on the to
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from kvgate.proto import convert, worker_pb2
@@ -78,6 +80,7 @@ def stats_response(info: WorkerInfo, stats: EngineStats) -> worker_pb2.StatsResp
     return worker_pb2.StatsResponse(
         info=convert.worker_info_to_proto(info),
         load=convert.worker_load_to_proto(stats.load),
+        now_ms=time.time_ns() // 1_000_000,
         requests_total=c.requests,
         finished_stop_total=c.finished_stop,
         finished_length_total=c.finished_length,
