@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import time
+import zlib
 from dataclasses import dataclass, field
 
 import grpc
@@ -41,6 +42,12 @@ class Mode(enum.Enum):
     STALL_AFTER_TWO = "stall_after_two"  # two tokens, then silence
     BUSY = "busy"  # RESOURCE_EXHAUSTED
     REJECT = "reject"  # INVALID_ARGUMENT
+
+
+def fail_seed(worker_id: str) -> int:
+    """In any mode, a request with this sampling seed fails at ``worker_id`` as in FAIL_BEFORE_FIRST
+    (a client picks which worker fails its request, through the gateway, by the seed it sends)."""
+    return zlib.crc32(worker_id.encode())
 
 
 @dataclass
@@ -101,7 +108,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
             await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, "queue full")
         if self.mode is Mode.REJECT:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, "prompt too long")
-        if self.mode is Mode.FAIL_BEFORE_FIRST:
+        if self.mode is Mode.FAIL_BEFORE_FIRST or request.sampling.seed == fail_seed(self.worker_id):
             await context.abort(grpc.StatusCode.UNAVAILABLE, "engine down")
         self.active += 1
         try:

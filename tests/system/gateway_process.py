@@ -74,12 +74,19 @@ def gateway_over_scripted_workers(
     """``kvgate gateway`` (default model, ``gateway_args``) and ``workers`` scripted workers, up and
     routable."""
     smollm2_gguf()  # the gateway tokenizes with the default model
-    port = free_port()
     cluster = [sys.executable, "-m", "tests.support.scripted_cluster", "--redis-url", redis_url,
                "--workers", str(workers), "--token-delay", "0"]  # fmt: skip
-    gateway = [sys.executable, "-m", "kvgate.cli.main", "gateway", "--redis-url", redis_url,
+    with process(cluster, ready_line="ready"), gateway(redis_url, *gateway_args, workers=workers) as running:
+        yield running
+
+
+@contextlib.contextmanager
+def gateway(redis_url: str, *gateway_args: str, workers: int = 1) -> Iterator[GatewayProcess]:
+    """One more ``kvgate gateway`` process over the same Redis, up once it sees ``workers`` workers."""
+    port = free_port()
+    command = [sys.executable, "-m", "kvgate.cli.main", "gateway", "--redis-url", redis_url,
                "--port", str(port), "--grpc-port", str(free_port()), *gateway_args]  # fmt: skip
-    with process(cluster, ready_line="ready"), process(gateway) as proc:
+    with process(command) as proc:
         running = GatewayProcess(f"http://127.0.0.1:{port}", psutil.Process(proc.pid))
         wait_until(lambda: running.health().get("workers") == workers)
         yield running
