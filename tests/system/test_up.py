@@ -12,7 +12,10 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
+import redis
+from redis.crc import key_slot
 
+from kvgate.index import IndexSettings
 from tests.common.tokenizer.default_model import smollm2_gguf
 from tests.support.redis_server import RedisServer
 from tests.system.up_process import UpProcess, wait_for
@@ -131,3 +134,55 @@ def test_up_with_a_redis_index(tiny_chat_model: Path, private_redis: RedisServer
 def _index_listing(url: str) -> str:
     command = [sys.executable, "-m", "kvgate.cli.main", "index", "--redis-url", url]
     return subprocess.run(command, capture_output=True, text=True, check=True).stdout
+
+
+@pytest.mark.redis
+def test_up_on_a_redis_cluster_from_one_nodes_url(tiny_chat_model: Path, private_redis_cluster) -> None:
+    """``--redis-url`` naming one node of a 3-master Redis Cluster: the processes find the cluster,
+    serve with cache hits, and the index's key groups spread over the masters (no CROSSSLOT or MOVED
+    error anywhere)."""
+    process = UpProcess(["--model", str(tiny_chat_model), "--model-name", "tiny", *TINY,
+                         "--redis-url", private_redis_cluster.url])  # fmt: skip
+    try:
+        process.wait_healthy(timeout_s=90)
+        client = openai.OpenAI(base_url=f"{process.base_url}/v1", api_key="unused", max_retries=0)
+        home = client.chat.completions.create(model="tiny", messages=chat("2+2?"), max_tokens=3)
+        probe = {"model": "tiny", "messages": chat("3+3?"), "max_tokens": 3}
+        route = f"{process.base_url}/v1/route"
+        wait_for(lambda: httpx.post(route, json=probe, timeout=10).json()["reason"] == "cache_hit", 30)
+        again = client.chat.completions.create(model="tiny", messages=chat("3+3?"), max_tokens=3)
+        assert again.model_extra["kvgate"]["worker"] == home.model_extra["kvgate"]["worker"]
+        assert again.usage.prompt_tokens_details.cached_tokens > 0
+        assert "2 live worker(s)" in _index_listing(private_redis_cluster.url)  # any node answers
+        held = _keys_by_master(private_redis_cluster.urls)
+        assert sum(held.values()) > 0
+        assert len(_masters_of_groups(private_redis_cluster.url)) == 3  # the 16 groups cover every master
+        assert process.interrupt() == 0, process.log()
+        assert not [line for line in process.stderr if "CROSSSLOT" in line or "MOVED" in line]
+    finally:
+        if process.proc.poll() is None:
+            process.kill()
+
+
+def _keys_by_master(urls: list[str]) -> dict[str, int]:
+    """The index's keys on each node."""
+    counts = {}
+    for url in urls:
+        node = redis.Redis.from_url(url)
+        counts[url] = sum(1 for _ in node.scan_iter(match="{kvgate:*", count=1000))
+        node.close()
+    return counts
+
+
+def _masters_of_groups(url: str) -> set[str]:
+    """The masters owning the slots of the default deployment's key groups."""
+    node = redis.Redis.from_url(url)
+    try:
+        owners = set()
+        for group in range(IndexSettings().groups):
+            slot = key_slot(f"{{kvgate:{group}}}".encode())
+            slots = node.execute_command("CLUSTER", "SLOTS")  # [start, end, [host, port, id], ...]
+            owners |= {str(owner[1]) for start, end, owner, *_ in slots if start <= slot <= end}
+        return owners
+    finally:
+        node.close()
