@@ -5,7 +5,8 @@ index true for that worker, in sessions:
 
 1. ``Stats`` -> the worker's registration record and load -> ``index.register``;
 2. ``SubscribeEvents``: the first message, a snapshot, is ``resync``-ed, every batch ``apply``-ed (a
-   later snapshot, sent when this gateway fell behind, is resynced too);
+   later snapshot, sent when this gateway fell behind, is resynced too), and every load update (the
+   worker pushes its load when it changes, up to 10 times a second) recorded as a heartbeat;
 3. meanwhile ``Stats`` every ``poll_s`` -> ``index.heartbeat`` with the load.
 
 A session ends on a refused write (GAP, unknown worker: a new session resubscribes and resyncs from the
@@ -170,6 +171,12 @@ class EventFeed:
                 snapshot = convert.snapshot_from_proto(msg.snapshot)
                 _check(await self._index.resync(rebase_snapshot(snapshot, state.offset_ms)))
                 state.synced = True
+            elif msg.HasField("load"):  # pushed when it changes (up to 10 Hz): fresher than Stats
+                info = state.info
+                if info is not None and not await self._index.heartbeat(
+                    info.worker_id, info.epoch, convert.worker_load_from_proto(msg.load)
+                ):
+                    raise _ResubscribeError(f"the index no longer knows {info.worker_id}")
             else:
                 batch = convert.event_batch_from_proto(msg.batch)
                 _check(await self._index.apply(rebase_batch(batch, state.offset_ms)))

@@ -14,7 +14,9 @@ from an in-process replica that each worker's own event stream keeps true.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+import time
+from collections.abc import Callable, Sequence
 
 from kvgate.index.base import PrefixIndex
 from kvgate.index.event_feed import EventFeed
@@ -34,13 +36,23 @@ class ReplicatedIndex:
     routing calls."""
 
     def __init__(
-        self, shared: PrefixIndex, replica: MemoryPrefixIndex, feed: EventFeed, secret: bytes
+        self,
+        shared: PrefixIndex,
+        replica: MemoryPrefixIndex,
+        feed: EventFeed,
+        secret: bytes,
+        shared_refresh_s: float = 1.0,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._shared = shared
         self._replica = replica
         self._feed = feed
         self._secret = secret
-        self.shared_available = True  # the shared index answered the last workers() call
+        self._refresh_s = shared_refresh_s
+        self._now = monotonic
+        self._listed: list[WorkerStatus] | None = None  # the shared index's last answer
+        self._listed_at = -math.inf
+        self.shared_available = True  # the shared index answered the last time it was asked
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -58,22 +70,29 @@ class ReplicatedIndex:
         return dropped
 
     async def workers(self) -> list[WorkerStatus]:
-        """The shared index's live workers, plus those this gateway's feed still reaches that it
-        does not list (all of them while it is unavailable). Follows every listed worker's address;
-        stops following one that is neither listed nor reachable."""
-        followed = {s.info.worker_id: s for s in await self._replica.workers()}
+        """The shared index's live workers (asked at most every ``shared_refresh_s``) and those this
+        gateway's feed follows, whose status (load pushed by the worker, up to 10 Hz) wins; the
+        followed ones alone while the shared index is unavailable. Follows every listed worker's
+        address; stops following one that is neither listed nor reachable."""
+        merged = {s.info.worker_id: s for s in await self._listing() or ()}
+        merged.update((s.info.worker_id, s) for s in await self._replica.workers())
+        return sorted(merged.values(), key=_worker_id)
+
+    async def _listing(self) -> list[WorkerStatus] | None:
+        if self._now() - self._listed_at < self._refresh_s:
+            return self._listed
+        self._listed_at = self._now()
         try:
-            shared = await self._shared.workers()
+            self._listed = await self._shared.workers()
         except IndexUnavailableError:
-            self.shared_available = False
-            return list(followed.values())
+            self.shared_available, self._listed = False, None
+            return None
         self.shared_available = True
-        for status in shared:
+        for status in self._listed:
             if record_verified(status.info, self._secret):
                 self._feed.follow(status.info.address)
-        await self._forget(shared)
-        listed = {s.info.worker_id for s in shared}
-        return sorted(shared + [s for w, s in followed.items() if w not in listed], key=_worker_id)
+        await self._forget(self._listed)
+        return self._listed
 
     async def _forget(self, shared: list[WorkerStatus]) -> None:
         listed = {s.info.address for s in shared}

@@ -136,9 +136,11 @@ class SubscribeEventsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class EventStreamMessage(_message.Message):
-    __slots__ = ("snapshot", "batch")
+    __slots__ = ("snapshot", "batch", "load")
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
     snapshot: _common_pb2.Snapshot
     batch: _common_pb2.EventBatch
-    def __init__(self, snapshot: _Optional[_Union[_common_pb2.Snapshot, _Mapping]] = ..., batch: _Optional[_Union[_common_pb2.EventBatch, _Mapping]] = ...) -> None: ...
+    load: _common_pb2.WorkerLoad
+    def __init__(self, snapshot: _Optional[_Union[_common_pb2.Snapshot, _Mapping]] = ..., batch: _Optional[_Union[_common_pb2.EventBatch, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ...) -> None: ...

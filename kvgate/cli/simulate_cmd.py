@@ -41,6 +41,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, help="replay only the first N requests")
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-request keys")
     parser.add_argument(
+        "--gateways",
+        type=int,
+        default=1,
+        help="gateway replicas, each with its own index replica and pending record",
+    )
+    parser.add_argument("--event-delay-s", type=float, default=None,
+                        help="seconds until a worker's events reach each replica (default: 0 with one "
+                             "gateway, else 0.005)")  # fmt: skip
+    parser.add_argument(
         "--routing-config", action="append", default=[], metavar="KEY=VALUE", help="override RoutingConfig"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -84,7 +93,15 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         heartbeat_s=args.heartbeat_s,
         speed=args.speed,
         seed=args.seed,
+        gateways=args.gateways,
+        event_delay_s=_event_delay(args),
     )
+
+
+def _event_delay(args: argparse.Namespace) -> float:
+    if args.event_delay_s is not None:
+        return args.event_delay_s
+    return 0.0 if args.gateways == 1 else 0.005
 
 
 class _ProgressReporter:

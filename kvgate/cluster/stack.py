@@ -160,7 +160,9 @@ async def _index(settings: ClusterSettings) -> AsyncIterator[PrefixIndex]:
 async def _serve(settings: ClusterSettings, index: PrefixIndex, stop: asyncio.Event) -> None:
     """Builds the gateway over ``index`` and serves it until ``stop``; says where clients connect."""
     tokenizer = await asyncio.to_thread(load_tokenizer, settings.model_path)
-    gateway = build_gateway(_gateway_settings(settings), index, tokenizer, clock=SystemClock())
+    # the in-process index (embedded, or a replica) is read every 100 ms: the workers push their load
+    # that often, and the shared index behind a replica is asked once a second
+    gateway = build_gateway(_gateway_settings(settings), index, tokenizer, refresh_s=0.1, clock=SystemClock())
     ready: asyncio.Future[Listening] = asyncio.get_running_loop().create_future()
     ready.add_done_callback(lambda f: f.cancelled() or f.exception() or _announce(settings, f.result()))
     try:

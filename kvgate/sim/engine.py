@@ -13,8 +13,15 @@ drives a :class:`ManualClock` that the real index and every expiry read. Per eve
 - **decode done**: the request's KV stops being in use.
 - **heartbeat** (per worker, every ``heartbeat_s``, staggered): TTL sweep (evictions published), then
   the load figures go to the index.
+- **load report** (per worker, every ``load_report_s``): the load figures, if they changed since the
+  last report (a worker's event stream pushes them so).
 
-Events at one instant run in the order prefill done, decode done, heartbeat, arrival.
+With several gateways (``gateways``), each has its own index replica, router (pending record,
+in-flight accounting) and request stream (a load balancer picks a gateway per request at random); a
+worker's batches and load reports reach each replica ``event_delay_s`` later (**delivery** events).
+
+Events at one instant run in the order prefill done, decode done, delivery, heartbeat, load report,
+arrival.
 """
 
 from __future__ import annotations
@@ -30,8 +37,10 @@ import xxhash
 from kvgate.common.clock import ManualClock
 from kvgate.gateway.routing.router import Router
 from kvgate.gateway.routing.types import Routed, RoutingPolicy
-from kvgate.index import IndexSettings, MemoryPrefixIndex
+from kvgate.index import IndexSettings, MemoryPrefixIndex, WorkerStatus
+from kvgate.proto.events import EventBatch
 from kvgate.proto.ids import WorkerId
+from kvgate.proto.workers import WorkerLoad
 from kvgate.sim.results import PolicyResult, RequestRecord, summarize
 from kvgate.sim.settings import SimSettings
 from kvgate.sim.timing import TimeModel
@@ -45,8 +54,27 @@ PROGRESS_EVERY = 250
 class _Kind(IntEnum):
     PREFILL_DONE = 0
     DECODE_DONE = 1
-    HEARTBEAT = 2
-    ARRIVAL = 3
+    DELIVERY = 2
+    HEARTBEAT = 3
+    LOAD_REPORT = 4
+    ARRIVAL = 5
+
+
+Delivery = EventBatch | WorkerStatus  # what reaches a gateway's replica: a batch, or a load report
+
+
+class _Gateway:
+    """One gateway replica of the simulated deployment: its index replica and its router."""
+
+    def __init__(self, index: MemoryPrefixIndex, router: Router) -> None:
+        self.index = index
+        self.router = router
+
+    async def receive(self, item: Delivery) -> None:
+        if isinstance(item, WorkerStatus):
+            await self.index.heartbeat(item.info.worker_id, item.info.epoch, item.load)
+        elif not (result := await self.index.apply(item)).ok:
+            raise RuntimeError(f"{item.worker_id}: the index refused batch {item.seq}: {result.status}")
 
 
 class ClusterSim:
@@ -69,12 +97,16 @@ class ClusterSim:
             raise ValueError(
                 f"heartbeat_s must be below the index's heartbeat TTL ({index_settings.heartbeat_ttl_s} s)"
             )
-        self._index = MemoryPrefixIndex(index_settings, self._clock)
-        # The router runs on the simulated clock: its local pending record and in-flight accounting
+        # Each router runs on the simulated clock: its local pending record and in-flight accounting
         # age with simulated time, as they would with real time in a gateway.
-        pending_ttl_s = index_settings.pending_ttl_s
-        self._router = Router(self._index, policy, fallback, settings.chunk_size, pending_ttl_s, self._clock)
-        self._routed: dict[int, Routed] = {}  # request -> its routing decision, until prefill is done
+        self._gateways = [
+            _gateway(index_settings, self._clock, policy, fallback, settings.chunk_size)
+            for _ in range(settings.gateways)
+        ]
+        self._deliveries: dict[int, tuple[int, Delivery]] = {}  # delivery id -> (gateway, item)
+        self._delivery_ids = itertools.count()
+        self._reported: dict[int, WorkerLoad] = {}  # worker -> the load it last reported
+        self._routed: dict[int, tuple[int, Routed]] = {}  # request -> (gateway, decision), until prefill
         timing = TimeModel.of(settings)
         self._workers = [SimWorker(WorkerId(f"w{i:03d}"), settings, timing) for i in range(settings.workers)]
         self._by_id = {w.worker_id: i for i, w in enumerate(self._workers)}
@@ -113,8 +145,10 @@ class ClusterSim:
 
     async def _start(self) -> None:
         for i, worker in enumerate(self._workers):
-            await self._index.register(worker.info, worker.load(0.0))
+            for gateway in self._gateways:
+                await gateway.index.register(worker.info, worker.load(0.0))
             self._push(self._settings.heartbeat_s * (i + 1) / len(self._workers), _Kind.HEARTBEAT, i)
+            self._push(self._settings.load_report_s * (i + 1) / len(self._workers), _Kind.LOAD_REPORT, i)
         for i, arrival_s in enumerate(self._workload.arrivals_s(self._settings.speed)):
             self._push(arrival_s, _Kind.ARRIVAL, i)
             self._busy += 1
@@ -129,16 +163,24 @@ class ClusterSim:
             job = self._decoding.pop(payload)
             self._workers[self._by_id[job.decision.worker_id]].finish_decode(job)
             self._busy -= 1
+        elif kind is _Kind.DELIVERY:
+            gateway, item = self._deliveries.pop(payload)
+            await self._gateways[gateway].receive(item)
+        elif kind is _Kind.LOAD_REPORT:
+            await self._load_report(payload, now_s)
         else:
             await self._heartbeat(payload, now_s)
 
     async def _arrive(self, i: int, now_s: float) -> None:
         request = self._workload.requests[i]
         hashes = self._workload.hashes[i]
-        live = await self._index.workers()
-        routed = await self._router.route(hashes, request.input_length, live, self._request_key(i))
-        await self._router.drain()  # the index's pending entries land before the next event
-        self._routed[i] = routed
+        key = self._request_key(i)
+        g = (key >> 32) % len(self._gateways)  # the load balancer's pick, independent of the route's
+        gateway = self._gateways[g]
+        live = await gateway.index.workers()
+        routed = await gateway.router.route(hashes, request.input_length, live, key)
+        await gateway.router.drain()  # the replica's pending entries land before the next event
+        self._routed[i] = (g, routed)
         job = SimJob(i, now_s, request.input_length, request.output_length, hashes, routed.decision)
         worker_index = self._by_id[routed.decision.worker_id]
         self._workers[worker_index].enqueue(job, self._clock.now_ms())
@@ -152,10 +194,9 @@ class ClusterSim:
     async def _prefill_done(self, worker_index: int, now_s: float) -> None:
         worker = self._workers[worker_index]
         job, batch = worker.finish_prefill(self._clock.now_ms())
-        result = await self._index.apply(batch)
-        if not result.ok:
-            raise RuntimeError(f"{worker.worker_id}: the index refused batch {batch.seq}: {result.status}")
-        self._router.prefill_done(self._routed.pop(job.index))
+        await self._publish(batch, now_s)
+        g, routed = self._routed.pop(job.index)
+        self._gateways[g].router.prefill_done(routed)
         self._records[job.index] = _record(job, worker_index, now_s)
         self._decoding[job.index] = job
         self._push(now_s + self._timing.decode_s(job.output_tokens), _Kind.DECODE_DONE, job.index)
@@ -164,11 +205,32 @@ class ClusterSim:
     async def _heartbeat(self, i: int, now_s: float) -> None:
         worker = self._workers[i]
         batch = worker.expire(self._clock.now_ms())
-        if batch is not None and not (await self._index.apply(batch)).ok:
-            raise RuntimeError(f"{worker.worker_id}: the index refused expiry batch {batch.seq}")
-        await self._index.heartbeat(worker.worker_id, worker.info.epoch, worker.load(now_s))
+        if batch is not None:
+            await self._publish(batch, now_s)
+        await self._report(i, now_s)
         if self._busy > 0:
             self._push(now_s + self._settings.heartbeat_s, _Kind.HEARTBEAT, i)
+
+    async def _load_report(self, i: int, now_s: float) -> None:
+        if self._workers[i].load(now_s) != self._reported.get(i):
+            await self._report(i, now_s)
+        if self._busy > 0:
+            self._push(now_s + self._settings.load_report_s, _Kind.LOAD_REPORT, i)
+
+    async def _report(self, i: int, now_s: float) -> None:
+        worker = self._workers[i]
+        self._reported[i] = load = worker.load(now_s)
+        await self._publish(WorkerStatus(worker.info, load, 0, self._clock.now_ms()), now_s)
+
+    async def _publish(self, item: Delivery, now_s: float) -> None:
+        """To every gateway's replica: at once without delay, else as delivery events."""
+        for g, gateway in enumerate(self._gateways):
+            if self._settings.event_delay_s == 0:
+                await gateway.receive(item)
+            else:
+                delivery = next(self._delivery_ids)
+                self._deliveries[delivery] = (g, item)
+                self._push(now_s + self._settings.event_delay_s, _Kind.DELIVERY, delivery)
 
     def _push(self, at_s: float, kind: _Kind, payload: int) -> None:
         heapq.heappush(self._events, (at_s, int(kind), next(self._tie), payload))
@@ -180,6 +242,17 @@ class ClusterSim:
 
     def _request_key(self, i: int) -> int:
         return xxhash.xxh3_64_intdigest(f"{self._settings.seed}/{i}".encode())
+
+
+def _gateway(
+    settings: IndexSettings,
+    clock: ManualClock,
+    policy: RoutingPolicy,
+    fallback: RoutingPolicy,
+    chunk_size: int,
+) -> _Gateway:
+    index = MemoryPrefixIndex(settings, clock)
+    return _Gateway(index, Router(index, policy, fallback, chunk_size, settings.pending_ttl_s, clock))
 
 
 def _record(job: SimJob, worker: int, now_s: float) -> RequestRecord:

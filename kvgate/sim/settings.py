@@ -36,6 +36,12 @@ class SimSettings:
     ``capacity_tokens`` / ``cpu_capacity_tokens``: each worker's GPU / CPU tier, in tokens (0 CPU: no
     CPU tier); both are rounded down to whole chunks. ``speed`` multiplies the arrival rate (arrival
     times are divided by it). ``seed`` fixes every random-looking choice (the request keys).
+
+    ``gateways``: gateway replicas, each with its own index replica, pending record and in-flight
+    accounting, as deployed; a load balancer spreads the requests over them at random.
+    ``event_delay_s``: how long a worker's events and load reports take to reach a gateway's replica
+    (0 with one gateway: the embedded index). ``load_report_s``: how often a worker pushes its load
+    when it changed (its event stream's 100 ms); ``heartbeat_s`` is its heartbeat and TTL sweep.
     """
 
     workers: int = 8
@@ -50,6 +56,9 @@ class SimSettings:
     heartbeat_s: float = 1.0
     speed: float = 1.0
     seed: int = 0
+    gateways: int = 1
+    event_delay_s: float = 0.0
+    load_report_s: float = 0.1
 
     def __post_init__(self) -> None:
         if self.workers < 1:
@@ -58,12 +67,21 @@ class SimSettings:
             raise ValueError("capacity_tokens must hold at least one chunk")
         if self.cpu_capacity_tokens < 0:
             raise ValueError("cpu_capacity_tokens must be >= 0")
-        positive = ("prefill_tokens_per_s", "swap_in_tokens_per_s", "heartbeat_s", "speed", "ttl_s")
+        positive = (
+            "prefill_tokens_per_s",
+            "swap_in_tokens_per_s",
+            "heartbeat_s",
+            "speed",
+            "ttl_s",
+            "load_report_s",
+        )
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
-        if self.decode_step_s < 0 or self.cpu_ttl_s < 0:
-            raise ValueError("decode_step_s and cpu_ttl_s must be >= 0")
+        if self.decode_step_s < 0 or self.cpu_ttl_s < 0 or self.event_delay_s < 0:
+            raise ValueError("decode_step_s, cpu_ttl_s and event_delay_s must be >= 0")
+        if self.gateways < 1:
+            raise ValueError("gateways must be >= 1")
 
     @property
     def gpu_chunks(self) -> int:

@@ -4,6 +4,7 @@ follows its next incarnation."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import AsyncIterator
 
 import pytest
@@ -19,6 +20,7 @@ from tests.workers.service.helpers import (
     client,
     eventually,
     generate_request,
+    greedy,
     hashes_of,
     prompt,
     read_generation,
@@ -107,3 +109,29 @@ async def test_a_worker_restarted_elsewhere_keeps_its_entry_while_the_old_addres
     assert [s.info for s in await index.workers()] == [new.info]
     await feed.unfollow(old.info.address)
     assert [s.info for s in await index.workers()] == [new.info]
+
+
+async def test_load_changes_reach_the_feed_without_waiting_for_a_poll(
+    start_worker: StartWorker, index: MemoryPrefixIndex
+) -> None:
+    """The worker pushes its load on the event stream when it changes (up to 10 Hz): a gateway sees a
+    queue forming in well under its Stats period (here a minute, so only the push can tell it)."""
+    worker = await start_worker()
+    feed = EventFeed(index, poll_s=60.0, retry_s=(0.05, 0.2), secret=CACHE.secret)
+    try:
+        feed.follow(worker.info.address)
+        await eventually(lambda: feed.states[worker.info.address].synced)
+        [before] = await index.workers()
+        assert before.load.running_seqs == 0
+        async with client(worker.info.address) as stub:
+            long = dataclasses.replace(greedy(400), ignore_eos=True)
+            call = stub.Generate(generate_request(prompt(100), "long", long))
+            await eventually(lambda: _running(index), timeout_s=5.0)  # not 60 s
+            call.cancel()
+    finally:
+        await feed.close()
+
+
+async def _running(index: MemoryPrefixIndex) -> bool:
+    [status] = await index.workers()
+    return status.load.running_seqs == 1

@@ -54,7 +54,7 @@ async def open_gateway(private_redis: RedisServer) -> AsyncIterator[OpenGateway]
         shared = RedisPrefixIndex(redis_client(private_redis.url, SETTINGS), SETTINGS, clock)
         replica = MemoryPrefixIndex(SETTINGS, clock)
         feed = EventFeed(replica, poll_s=0.1, retry_s=(0.05, 0.2), secret=CACHE.secret, clock=clock)
-        opened.append(gateway := ReplicatedIndex(shared, replica, feed, CACHE.secret))
+        opened.append(gateway := ReplicatedIndex(shared, replica, feed, CACHE.secret, shared_refresh_s=0.0))
         return gateway
 
     yield open_

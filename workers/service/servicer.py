@@ -28,6 +28,7 @@ from kvgate.workers.service import messages
 from kvgate.workers.service.engine_loop import EngineLoop
 from kvgate.workers.service.errors import AdmissionFullError, DuplicateRequestError, EngineUnavailableError
 from kvgate.workers.service.event_hub import EventHub
+from kvgate.workers.service.event_stream import event_stream
 from kvgate.workers.service.request_stream import RequestStream
 
 _REFUSALS: dict[type[Exception], grpc.StatusCode] = {
@@ -90,8 +91,8 @@ class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
         del request
         with self._hub.subscribe() as subscription:
             context.add_done_callback(lambda _: subscription.close())  # a client gone mid-write too
-            while (item := await subscription.get()) is not None:
-                yield messages.event_message(item)
+            async for message in event_stream(subscription, lambda: self._loop.stats.load):
+                yield message
 
     async def _submit(
         self, request: worker_pb2.GenerateRequest, context: grpc.aio.ServicerContext

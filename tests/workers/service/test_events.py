@@ -4,6 +4,7 @@ worker holds; a subscriber that falls behind gets a fresh snapshot instead of an
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, MemoryPrefixIndex
@@ -42,13 +43,20 @@ async def test_events_make_the_prompts_chunks_match_this_worker_in_a_memory_inde
 
         await read_generation(stub.Generate(generate_request(ids, "r")))
 
+        loads = []
+
         async def applied_until_matched() -> bool:
             msg = await anext(stream)
+            if msg.HasField("load"):  # interleaved whenever the load changed
+                loads.append(convert.worker_load_from_proto(msg.load))
+                return False
             assert msg.HasField("batch")
             assert (await index.apply(convert.event_batch_from_proto(msg.batch))).ok
             return (await index.lookup(hashes_of(ids))).chunks_for(W) == 2
 
         await eventually(applied_until_matched)
+        assert loads  # the load went out at the start of the stream at least
+        assert all(a != b for a, b in itertools.pairwise(loads))  # only when it changed
         events.cancel()
 
         late = stub.SubscribeEvents(worker_pb2.SubscribeEventsRequest())
