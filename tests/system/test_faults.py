@@ -37,7 +37,9 @@ def test_requests_survive_a_redis_outage_and_cache_routing_resumes(
         private_redis.stop()
         during = [ask(client, f"during {i}") for i in range(4)]
         assert all(r.choices[0].finish_reason for r in during)  # every request answered
-        assert {r.model_extra["kvgate"]["route_reason"] for r in during} == {"fallback"}
+        # the gateway's replica (fed by the workers' own streams) still answers: routing stays cache-aware
+        assert "fallback" not in {r.model_extra["kvgate"]["route_reason"] for r in during}
+        assert any(r.usage.prompt_tokens_details.cached_tokens > 0 for r in during)
 
         private_redis.start()  # back, and empty
         # The index learns the workers' holdings again (GPU tier, not a pending hint of this gateway).
