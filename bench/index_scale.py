@@ -120,13 +120,9 @@ async def apply_rate(index: PrefixIndex, writers: int = 8, batches: int = 40, pe
     return writers * batches * per_batch / (time.perf_counter() - start)
 
 
-async def redis_bytes_per_holder(url: str, namespace: str, workers: int = 32, chunks: int = 7_813) -> float:
-    """Redis memory growth per chunk-holder: ``workers`` workers of 1M tokens each, half of the
-    chunks shared by all (a shared prefix), half private."""
-    settings = IndexSettings(namespace=namespace, timeout_s=10.0)
-    index = RedisPrefixIndex(redis_client(url, settings), settings, SystemClock())
-    raw = aioredis.Redis.from_url(url)
-    before = (await raw.info("memory"))["used_memory"]
+async def fill_million_token_workers(index: PrefixIndex, workers: int, chunks: int) -> None:
+    """``workers`` workers of ``chunks`` chunks each (1M tokens), half of them shared by all (a shared
+    prefix), half private, each written as one snapshot."""
     expires = SystemClock().now_ms() + FAR
     for w in range(workers):
         info = WorkerInfo(WorkerId(f"mem-{w:03d}"), Epoch(1), f"10.8.0.{w}:1", "f" * 32, "m")
@@ -135,6 +131,16 @@ async def redis_bytes_per_holder(url: str, namespace: str, workers: int = 32, ch
         held += [int(x).to_bytes(16, "big") for x in range(w * chunks, w * chunks + chunks - chunks // 2)]
         holdings = tuple(Holding(h, Tier.GPU, expires) for h in held)
         await index.resync(Snapshot(info.worker_id, Epoch(1), SeqNo(0), holdings))
+
+
+async def redis_bytes_per_holder(url: str, namespace: str, workers: int = 32, chunks: int = 7_813) -> float:
+    """Redis memory growth per chunk-holder: ``workers`` workers of 1M tokens each, half of the
+    chunks shared by all (a shared prefix), half private."""
+    settings = IndexSettings(namespace=namespace, timeout_s=10.0)
+    index = RedisPrefixIndex(redis_client(url, settings), settings, SystemClock())
+    raw = aioredis.Redis.from_url(url)
+    before = (await raw.info("memory"))["used_memory"]
+    await fill_million_token_workers(index, workers, chunks)
     after = (await raw.info("memory"))["used_memory"]
     await raw.aclose()
     await index.close()
@@ -146,14 +152,7 @@ def memory_bytes_per_holder(workers: int = 32, chunks: int = 7_813) -> float:
 
     async def fill() -> MemoryPrefixIndex:
         index = MemoryPrefixIndex(IndexSettings(), SystemClock())
-        expires = SystemClock().now_ms() + FAR
-        for w in range(workers):
-            info = WorkerInfo(WorkerId(f"mem-{w:03d}"), Epoch(1), f"10.8.0.{w}:1", "f" * 32, "m")
-            await index.register(info, WorkerLoad())
-            held = [int(x).to_bytes(16, "little") for x in range(chunks // 2)]
-            held += [int(x).to_bytes(16, "big") for x in range(w * chunks, w * chunks + chunks - chunks // 2)]
-            holdings = tuple(Holding(h, Tier.GPU, expires) for h in held)
-            await index.resync(Snapshot(info.worker_id, Epoch(1), SeqNo(0), holdings))
+        await fill_million_token_workers(index, workers, chunks)
         return index
 
     tracemalloc.start()

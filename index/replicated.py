@@ -52,7 +52,6 @@ class ReplicatedIndex:
         self._now = monotonic
         self._listed: list[WorkerStatus] | None = None  # the shared index's last answer
         self._listed_at = -math.inf
-        self.shared_available = True  # the shared index answered the last time it was asked
 
     # -- routing ------------------------------------------------------------------------------
 
@@ -85,9 +84,8 @@ class ReplicatedIndex:
         try:
             self._listed = await self._shared.workers()
         except IndexUnavailableError:
-            self.shared_available, self._listed = False, None
+            self._listed = None
             return None
-        self.shared_available = True
         for status in self._listed:
             if record_verified(status.info, self._secret):
                 self._feed.follow(status.info.address)

@@ -18,18 +18,9 @@ from kvgate.proto.events import Holding
 from kvgate.proto.ids import Tier, WorkerId
 from tests.index.conftest import drop_namespace
 from tests.index.helpers import LOAD, A, B, batch, chain, info, snapshot, stored
+from tests.support.fake_clock import SkewedClock
 
 pytestmark = pytest.mark.redis
-
-
-class SkewedClock:
-    """The wall clock, ``offset_ms`` off: a machine whose clock is wrong."""
-
-    def __init__(self, offset_ms: int) -> None:
-        self._offset_ms = offset_ms
-
-    def now_ms(self) -> int:
-        return SystemClock().now_ms() + self._offset_ms
 
 
 @pytest.fixture

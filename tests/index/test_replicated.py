@@ -16,6 +16,7 @@ from kvgate.index.event_feed import EventFeed
 from kvgate.index.replicated import ReplicatedIndex
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.layout import DEFAULT_TTL_S
+from tests.support.fake_clock import SkewedClock
 from tests.support.real_workers import StartWorker
 from tests.support.redis_server import RedisServer
 from tests.workers.model.conftest import one_torch_thread  # noqa: F401 -- autouse: a real engine runs here
@@ -32,14 +33,6 @@ from tests.workers.service.helpers import (
 pytestmark = pytest.mark.redis
 W = WorkerId("worker-0")
 SETTINGS = IndexSettings(timeout_s=1.0, heartbeat_ttl_s=5.0)
-
-
-class SkewedClock:
-    def __init__(self, offset_ms: int) -> None:
-        self.offset_ms = offset_ms
-
-    def now_ms(self) -> int:
-        return SystemClock().now_ms() + self.offset_ms
 
 
 OpenGateway = Callable[..., ReplicatedIndex]

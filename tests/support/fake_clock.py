@@ -1,6 +1,8 @@
-"""A monotonic clock for tests: a callable returning ``now``, which the test sets."""
+"""Clocks for tests: a monotonic one the test sets, and a wall clock that is off by a fixed amount."""
 
 from __future__ import annotations
+
+from kvgate.common.clock import SystemClock
 
 
 class FakeMonotonic:
@@ -9,3 +11,13 @@ class FakeMonotonic:
 
     def __call__(self) -> float:
         return self.now
+
+
+class SkewedClock:
+    """The wall clock, ``offset_ms`` off: a machine whose clock is wrong."""
+
+    def __init__(self, offset_ms: int) -> None:
+        self.offset_ms = offset_ms
+
+    def now_ms(self) -> int:
+        return SystemClock().now_ms() + self.offset_ms

@@ -24,3 +24,16 @@ def poll_until(check: Callable[[], T], timeout_s: float, what: str, every_s: flo
         if time.monotonic() > deadline:
             raise RuntimeError(f"{what}: not true after {timeout_s}s (last: {last!r})")
         time.sleep(every_s)
+
+
+def start_with_retries(start_once: Callable[[], T], stop: Callable[[], None], attempts: int) -> T:
+    """``start_once()``, retried (after ``stop()``) up to ``attempts`` times when it raises RuntimeError
+    (ports taken meanwhile on a busy machine); the last failure propagates."""
+    for attempt in range(attempts):
+        try:
+            return start_once()
+        except RuntimeError:
+            stop()
+            if attempt == attempts - 1:
+                raise
+    raise ValueError("attempts must be positive")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tests.support.polling import poll_until
+from tests.support.polling import poll_until, start_with_retries
 from tests.support.redis_server import RedisServer, free_ports
 
 if TYPE_CHECKING:
@@ -46,14 +46,7 @@ class LocalSentinel:
     def start(self, timeout_s: float = 60.0, attempts: int = 2) -> LocalSentinel:
         """Starts the three processes and waits until they are ready; on failure (a port taken
         meanwhile, say) retries on fresh ports, then raises RuntimeError with what went wrong."""
-        for attempt in range(attempts):
-            try:
-                return self._start_once(timeout_s)
-            except RuntimeError:
-                self.stop()
-                if attempt == attempts - 1:
-                    raise
-        raise AssertionError("unreachable")
+        return start_with_retries(lambda: self._start_once(timeout_s), self.stop, attempts)
 
     def stop(self) -> None:
         for server in self.servers:
