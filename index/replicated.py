@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 from kvgate.index.base import PrefixIndex
 from kvgate.index.event_feed import EventFeed
@@ -69,8 +70,9 @@ class ReplicatedIndex:
         return dropped
 
     async def workers(self) -> list[WorkerStatus]:
-        """The shared index's live workers (asked at most every ``shared_refresh_s``) and those this
-        gateway's feed follows, whose status (load pushed by the worker, up to 10 Hz) wins; the
+        """The shared index's live workers (asked at most every ``shared_refresh_s``; not
+        :attr:`~WorkerStatus.followed`) and those this gateway's feed follows, whose status (load
+        pushed by the worker, up to 10 Hz) wins; the
         followed ones alone while the shared index is unavailable. Follows every listed worker's
         address; stops following one that is neither listed nor reachable."""
         merged = {s.info.worker_id: s for s in await self._listing() or ()}
@@ -82,7 +84,8 @@ class ReplicatedIndex:
             return self._listed
         self._listed_at = self._now()
         try:
-            self._listed = await self._shared.workers()
+            # a listed worker's holdings are this replica's business only once its stream is synced
+            self._listed = [replace(s, followed=False) for s in await self._shared.workers()]
         except IndexUnavailableError:
             self._listed = None
             return None

@@ -162,9 +162,12 @@ class ApplyResult:
 @dataclass(frozen=True, slots=True)
 class WorkerStatus:
     """A live worker as the index sees it: registration, the load figures of its last heartbeat
-    (sent at ``heartbeat_at_ms``), and when it drops out unless it heartbeats again."""
+    (sent at ``heartbeat_at_ms``), and when it drops out unless it heartbeats again. ``followed``:
+    this index follows the worker's holdings (False: known from the shared membership only, so
+    lookups cannot say what it holds)."""
 
     info: WorkerInfo
     load: WorkerLoad
     heartbeat_expires_ms: int
     heartbeat_at_ms: int
+    followed: bool = True

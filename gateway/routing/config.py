@@ -18,6 +18,11 @@ class RoutingConfig:
     cached elsewhere is not free even when that worker is idle, because the compute delays others.
     Defaults are for an H100-class GPU serving a 7-8B model.
 
+    Near-ties: choices scored within ``near_tie_ratio`` x the best score plus ``near_tie_s`` of it
+    are ranked with a random handicap of up to that window (fixed per request, the home worker
+    none), so gateway replicas that share one view of the fleet do not all pick the same worker
+    before its next load report shows their requests.
+
     Prefix affinity (SGLang cache-aware style): balance by load when max-min load >
     ``balance_abs_threshold`` and max > ``balance_rel_threshold`` x min; else take the longest match
     if it covers more than ``cache_threshold`` of the prompt.
@@ -31,6 +36,8 @@ class RoutingConfig:
     kv_pressure_penalty: float = 1.0
     hot_spot_factor: float = 2.0
     hot_spot_floor_s: float = 10.0
+    near_tie_ratio: float = 0.1
+    near_tie_s: float = 0.0
     cache_threshold: float = 0.5
     balance_abs_threshold: int = 32
     balance_rel_threshold: float = 1.5
@@ -40,8 +47,9 @@ class RoutingConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
-        if self.compute_weight < 0:
-            raise ValueError("compute_weight must be >= 0")
+        for name in ("compute_weight", "near_tie_ratio", "near_tie_s"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0")
         if not 0 <= self.kv_pressure_threshold < 1:
             raise ValueError("kv_pressure_threshold must be in [0, 1)")
         if not 0 <= self.cache_threshold <= 1:

@@ -14,12 +14,14 @@ from kvgate.proto.ids import WorkerId
 
 @dataclass(frozen=True, slots=True)
 class Fleet:
-    """Candidates (without matches) sorted by worker id, their positions, and ``queue_s[i]``: the
-    policy's queue estimate of ``candidates[i]``."""
+    """Candidates (without matches) sorted by worker id, their positions, ``queue_s[i]``: the
+    policy's queue estimate of ``candidates[i]``, and the workers whose holdings the index does not
+    follow, with their KV capacity in blocks (GPU and CPU tiers)."""
 
     candidates: tuple[Candidate, ...]
     position: dict[WorkerId, int]
     queue_s: tuple[float, ...]
+    unfollowed: dict[WorkerId, int]
 
     @property
     def ids(self) -> tuple[WorkerId, ...]:
@@ -38,7 +40,7 @@ class FleetView:
         self._statuses: tuple[WorkerStatus, ...] = ()  # held, so their ids stay theirs
         self._key: tuple[int, ...] = ()
         self._dirty: set[WorkerId] = set()
-        self._fleet = Fleet((), {}, ())
+        self._fleet = Fleet((), {}, (), {})
 
     def touch(self, worker_id: WorkerId) -> None:
         """``worker_id``'s in-flight tokens changed: recompute it at the next :meth:`current`."""
@@ -63,7 +65,9 @@ class FleetView:
     def _build(self, statuses: list[WorkerStatus]) -> Fleet:
         candidates = tuple(self._candidate(s) for s in statuses)
         position = {c.worker_id: i for i, c in enumerate(candidates)}
-        return Fleet(candidates, position, tuple(self._queue_of(c) for c in candidates))
+        unfollowed = {s.info.worker_id: s.load.gpu_blocks_total + s.load.cpu_blocks_total
+                      for s in statuses if not s.followed}  # fmt: skip
+        return Fleet(candidates, position, tuple(self._queue_of(c) for c in candidates), unfollowed)
 
     def _refresh(self, changed: set[WorkerId]) -> None:
         by_id = {s.info.worker_id: s for s in self._statuses if s.info.worker_id in changed}
@@ -72,4 +76,4 @@ class FleetView:
             i = self._fleet.position[wid]
             candidates[i] = self._candidate(status)
             queue_s[i] = self._queue_of(candidates[i])
-        self._fleet = Fleet(tuple(candidates), self._fleet.position, tuple(queue_s))
+        self._fleet = Fleet(tuple(candidates), self._fleet.position, tuple(queue_s), self._fleet.unfollowed)

@@ -9,6 +9,7 @@ from statistics import fmean
 
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.cost import Estimate, estimate, queue_seconds
+from kvgate.gateway.routing.jitter import unit
 from kvgate.gateway.routing.types import Candidate, GroupedRequest, RouteDecision, RouteReason, RouteRequest
 from kvgate.index.types import PrefixMatch
 
@@ -32,19 +33,11 @@ class KvgatePolicy:
         estimates = [
             estimate(c, request.prompt_tokens, request.chunk_size, self.config) for c in request.candidates
         ]
-        allowed = self._not_hot(estimates)
-        n = len(request.candidates)
-        # candidates and estimates share their order: position i is the rotation's input
+        # candidates and estimates share their order: position i is the rotation's and jitter's input
         position = {e.worker_id: i for i, e in enumerate(estimates)}
-        best = min(
-            allowed, key=lambda e: self._rank(e, request, (position[e.worker_id] - request.request_key) % n)
-        )
-        if best.reused_tokens == 0 and request.home is not None:
-            home = next((e for e in allowed if e.worker_id == request.home), None)
-            if home is not None:
-                return _decision(home, RouteReason.PINNED, request)
-        reason = RouteReason.CACHE_HIT if best.reused_tokens else RouteReason.LOAD_BALANCED
-        return _decision(best, reason, request)
+        allowed = [(position[e.worker_id], e) for e in self._not_hot(estimates)]
+        home = next((e for _, e in allowed if e.worker_id == request.home), None)
+        return self._decide(self._pick(allowed, request), home, request)
 
     def queue_s(self, candidate: Candidate) -> float:
         """The queue part of a candidate's estimate (what :class:`GroupedRequest` carries)."""
@@ -52,40 +45,62 @@ class KvgatePolicy:
 
     def choose_grouped(self, request: GroupedRequest) -> RouteDecision:
         """:meth:`choose`'s decision from cohorts. Within a cohort the estimates differ only by
-        queue, so only its near-fastest members (queue within 2e-9 s of its fastest: the score is
-        ranked rounded to 1e-9) can win; estimates are built for those alone. O(workers) float
-        comparisons, O(cohorts) estimates."""
+        queue, so a member can be among the near-ties only if its queue exceeds the cohort's
+        shortest by at most the best cohort's lead plus the window; estimates are built for those
+        alone. O(workers) float comparisons, O(cohorts + near-ties) estimates."""
         queue_s = request.queue_s
         limit = self._hot_limit(queue_s)
         bound = limit if any(q <= limit for q in queue_s) else math.inf
-        finalists: list[tuple[int, Estimate]] = []
+        groups: list[tuple[list[int], str]] = []
         held: set[int] = set()
         for cohort in request.cohorts:
             members = [request.position[w] for w in cohort.workers if w in request.position]
             held.update(members)
-            finalists += self._fastest(request, members, cohort.tiers, bound)
-        rest = [i for i in range(len(queue_s)) if i not in held] if held else range(len(queue_s))
-        finalists += self._fastest(request, rest, "", bound)
-        n = len(queue_s)
-        best = min(finalists, key=lambda f: self._rank(f[1], request, (f[0] - request.request_key) % n))[1]
-        if best.reused_tokens == 0 and request.home in request.position:
-            i = request.position[request.home]  # type: ignore[index]
-            if queue_s[i] <= bound:
-                tiers = next((c.tiers for c in request.cohorts if request.home in c.workers), "")
-                return _decision(self._estimate(request, i, tiers), RouteReason.PINNED, request)
-        reason = RouteReason.CACHE_HIT if best.reused_tokens else RouteReason.LOAD_BALANCED
-        return _decision(best, reason, request)
+            groups.append((members, cohort.tiers))
+        rest = [i for i in range(len(queue_s)) if i not in held] if held else list(range(len(queue_s)))
+        groups.append((rest, ""))
+        groups = [([i for i in m if queue_s[i] <= bound], tiers) for m, tiers in groups]
+        groups = [(m, tiers) for m, tiers in groups if m]
+        fastest = [self._estimate(request, min(m, key=queue_s.__getitem__), tiers) for m, tiers in groups]
+        weight = self.config.compute_weight
+        best = min(e.score(weight) for e in fastest)
+        reach = best + self._window(best) + 1e-6  # slack for float rounding; _pick tests exactly
+        finalists = [
+            (i, self._estimate(request, i, tiers))
+            for (members, tiers), lead in zip(groups, fastest, strict=True)
+            for i in members
+            if queue_s[i] - lead.queue_s <= reach - lead.score(weight)
+        ]
+        home = None
+        if request.home in request.position and queue_s[i := request.position[request.home]] <= bound:  # type: ignore[index]
+            tiers = next((c.tiers for c in request.cohorts if request.home in c.workers), "")
+            home = self._estimate(request, i, tiers)
+        return self._decide(self._pick(finalists, request), home, request)
 
-    def _fastest(
-        self, request: GroupedRequest, members, tiers: str, bound: float
-    ) -> list[tuple[int, Estimate]]:
-        """The estimates of the members whose queue is within 2e-9 s of the group's shortest."""
-        queue_s = request.queue_s
-        allowed = [i for i in members if queue_s[i] <= bound]
-        if not allowed:
-            return []
-        near = min(queue_s[i] for i in allowed) + 2e-9
-        return [(i, self._estimate(request, i, tiers)) for i in allowed if queue_s[i] <= near]
+    def _pick(
+        self, finalists: list[tuple[int, Estimate]], request: RouteRequest | GroupedRequest
+    ) -> Estimate:
+        """The best-ranked of ``finalists`` ((position, estimate); every choice that can win) whose
+        score is within the near-tie window of the best score."""
+        weight = self.config.compute_weight
+        best = min(e.score(weight) for _, e in finalists)
+        window = self._window(best)
+        near = [(i, e) for i, e in finalists if e.score(weight) <= best + window]
+        n = len(request.candidates)
+        return min(near, key=lambda f: self._rank(f[1], request, f[0], n, window))[1]
+
+    def _decide(
+        self, chosen: Estimate, home: Estimate | None, request: RouteRequest | GroupedRequest
+    ) -> RouteDecision:
+        """``chosen``, unless it reuses nothing and the pinned home worker (``home``: None when
+        absent or hot) can take the request."""
+        if chosen.reused_tokens == 0 and home is not None and request.home_pinned:
+            return _decision(home, RouteReason.PINNED, request)
+        reason = RouteReason.CACHE_HIT if chosen.reused_tokens else RouteReason.LOAD_BALANCED
+        return _decision(chosen, reason, request)
+
+    def _window(self, best_score: float) -> float:
+        return self.config.near_tie_ratio * best_score + self.config.near_tie_s
 
     def _estimate(self, request: GroupedRequest, i: int, tiers: str) -> Estimate:
         candidate = request.candidates[i]
@@ -103,10 +118,14 @@ class KvgatePolicy:
         return cool or estimates
 
     def _rank(
-        self, e: Estimate, request: RouteRequest | GroupedRequest, rotation: int
+        self, e: Estimate, request: RouteRequest | GroupedRequest, i: int, n: int, window: float
     ) -> tuple[float, int, bool, int]:
-        score = round(e.score(self.config.compute_weight), 9)
-        return (score, -e.reused_tokens, e.worker_id != request.home, rotation)
+        """Score plus a handicap drawn per request in [0, window) (none for the home worker), then
+        the longest reuse, the home worker, a rotation by ``request_key``."""
+        away = e.worker_id != request.home
+        handicap = unit(request.request_key, i) * window if away else 0.0
+        score = round(e.score(self.config.compute_weight) + handicap, 9)
+        return (score, -e.reused_tokens, away, (i - request.request_key) % n)
 
 
 def _decision(e: Estimate, reason: RouteReason, request: RouteRequest | GroupedRequest) -> RouteDecision:

@@ -17,6 +17,7 @@ from dataclasses import replace
 from kvgate.common.clock import Clock
 from kvgate.gateway.routing.fleet import Fleet, FleetView
 from kvgate.gateway.routing.home import home_worker
+from kvgate.gateway.routing.learned import LearnedHoldings
 from kvgate.gateway.routing.local_pending import LocalPending
 from kvgate.gateway.routing.types import (
     Candidate,
@@ -31,6 +32,7 @@ from kvgate.gateway.routing.types import (
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, LookupResult, PrefixMatch, WorkerStatus
 from kvgate.proto.ids import ChunkHash, WorkerId
+from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, DEFAULT_TTL_S
 from kvgate.proto.units import TokenCount
 
 
@@ -38,7 +40,12 @@ class Router:
     """Routes requests; remembers the uncached prompt tokens it sent to each worker until
     :meth:`prefill_done`, so a burst between two heartbeats is not all sent to one "idle" worker.
     Only what was routed after a worker's last heartbeat counts on top of that heartbeat's queue:
-    anything older is in the queue the worker reported already."""
+    anything older is in the queue the worker reported already.
+
+    For workers the index does not follow (:attr:`WorkerStatus.followed` False), lookups use what
+    this router learned from its own decisions (:class:`LearnedHoldings`: chunks it sent there, for
+    ``kv_ttl_s``, within the worker's capacity counted in ``block_tokens``-token blocks), and a new
+    prefix's soft home is the rendezvous worker of its first ``affinity_tokens`` (:meth:`_home`)."""
 
     def __init__(
         self,
@@ -48,10 +55,16 @@ class Router:
         chunk_size: int,
         pending_ttl_s: float,
         clock: Clock,
+        kv_ttl_s: float = DEFAULT_TTL_S,
+        block_tokens: int = DEFAULT_BLOCK_SIZE,
+        affinity_tokens: int = 2048,
     ) -> None:
         self._index = index
         self._clock = clock
         self._local = LocalPending(pending_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
+        self._learned = LearnedHoldings(kv_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
+        self._block_tokens = block_tokens
+        self._affinity_chunks = max(1, affinity_tokens // chunk_size)
         self._policy = policy
         self._grouped_policy = policy if isinstance(policy, GroupedPolicy) else None
         self._fleet = FleetView(_queue_estimate(policy), self.inflight_tokens)
@@ -81,6 +94,8 @@ class Router:
         self._inflight.setdefault(decision.worker_id, {})[ticket] = (self._clock.now_ms(), uncached)
         self._fleet.touch(decision.worker_id)
         self._local.record(hashes, decision.worker_id)
+        if (blocks := self._fleet.current(workers).unfollowed.get(decision.worker_id)) is not None:
+            self._learned.record(hashes, decision.worker_id, blocks * self._block_tokens // self._chunk_size)
         to_compute = list(hashes[decision.matched_chunks :])  # what the chosen worker does not hold yet
         if not routed.degraded and to_compute:
             task = asyncio.create_task(self._mark_pending(to_compute, decision.worker_id))
@@ -108,16 +123,19 @@ class Router:
         # From here to the end of route()'s bookkeeping there is no await: concurrent requests
         # see each other's decisions through the local record.
         fleet = self._fleet.current(workers)
+        home = self._home(hashes, fleet, cache_key)
         if lookup is None:
-            request = self._request(prompt_tokens, fleet, {}, request_key, cache_key)
+            request = self._request(prompt_tokens, fleet, {}, request_key, home)
             return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes))
+        if fleet.unfollowed:
+            lookup = self._learned.merge(lookup, hashes, fleet.unfollowed)
         lookup = self._local.merge(lookup, hashes)
         if self._grouped_policy is not None:
-            grouped = self._grouped(prompt_tokens, fleet, lookup, request_key, cache_key)
+            grouped = self._grouped(prompt_tokens, fleet, lookup, request_key, home)
             decision = self._grouped_policy.choose_grouped(grouped)
         else:
             decision = self._policy.choose(
-                self._request(prompt_tokens, fleet, lookup.matches, request_key, cache_key)
+                self._request(prompt_tokens, fleet, lookup.matches, request_key, home)
             )
         return Routed(decision, lookup, len(hashes), lookup_s=lookup_s)
 
@@ -136,6 +154,10 @@ class Router:
         entries = self._inflight.get(worker_id, {}).values()
         return sum(tokens for routed_at, tokens in entries if routed_at >= since_ms)
 
+    def forget(self, worker_id: WorkerId) -> None:
+        """Drops what this router learned of ``worker_id``'s holdings (its call failed)."""
+        self._learned.forget(worker_id)
+
     async def _lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult | None:
         try:
             return await self._index.lookup(hashes)
@@ -152,12 +174,11 @@ class Router:
         fleet: Fleet,
         matches: dict[WorkerId, PrefixMatch],
         request_key: int,
-        cache_key: str | None,
+        home: tuple[WorkerId | None, bool],
     ) -> RouteRequest:
         candidates = tuple(replace(c, match=matches[c.worker_id]) if c.worker_id in matches else c
                            for c in fleet.candidates)  # fmt: skip
-        home = home_worker(cache_key, fleet.position) if cache_key else None
-        return RouteRequest(prompt_tokens, self._chunk_size, candidates, next(self._seq), request_key, home)
+        return RouteRequest(prompt_tokens, self._chunk_size, candidates, next(self._seq), request_key, *home)
 
     def _grouped(
         self,
@@ -165,13 +186,27 @@ class Router:
         fleet: Fleet,
         lookup: LookupResult,
         request_key: int,
-        cache_key: str | None,
+        home: tuple[WorkerId | None, bool],
     ) -> GroupedRequest:
-        home = home_worker(cache_key, fleet.position) if cache_key else None
         return GroupedRequest(
             prompt_tokens, self._chunk_size, fleet.candidates, fleet.position, fleet.queue_s, lookup.cohorts,
-            next(self._seq), request_key, home,
+            next(self._seq), request_key, *home,
         )  # fmt: skip
+
+    def _home(
+        self, hashes: Sequence[ChunkHash], fleet: Fleet, cache_key: str | None
+    ) -> tuple[WorkerId | None, bool]:
+        """(home, pinned): the prompt_cache_key's worker, pinned; else, while some workers are not
+        followed, the rendezvous worker among them of the prompt's first ``affinity_chunks`` chunks,
+        as a soft home (it wins near-ties only), so gateways that cannot see each other's decisions
+        still place a new prefix alike."""
+        if cache_key:
+            return home_worker(cache_key, fleet.position), True
+        if fleet.unfollowed and hashes:
+            return home_worker(
+                hashes[min(len(hashes), self._affinity_chunks) - 1].hex(), fleet.unfollowed
+            ), False
+        return None, True
 
 
 def _queue_estimate(policy: RoutingPolicy) -> Callable[[Candidate], float]:

@@ -39,7 +39,8 @@ class Candidate:
 class RouteRequest:
     """Everything a policy may look at. ``candidates`` is non-empty and sorted by worker id;
     ``request_seq`` counts requests (round-robin); ``request_key`` is 64 random-looking bits fixed
-    per request (random choices stay reproducible); ``home`` is the prompt_cache_key's worker."""
+    per request (random choices stay reproducible); ``home`` is the prompt_cache_key's worker
+    (``home_pinned``: taken when nothing is cached anywhere) or a soft home (it wins near-ties only)."""
 
     prompt_tokens: TokenCount
     chunk_size: int
@@ -47,6 +48,7 @@ class RouteRequest:
     request_seq: int = 0
     request_key: int = 0
     home: WorkerId | None = None
+    home_pinned: bool = True
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -103,6 +105,7 @@ class GroupedRequest:
     request_seq: int = 0
     request_key: int = 0
     home: WorkerId | None = None
+    home_pinned: bool = True
 
 
 @runtime_checkable

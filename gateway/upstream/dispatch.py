@@ -203,5 +203,6 @@ class Dispatcher:
             return
         log.warning("worker %s failed before the first token (%s); re-routing", info.worker_id, code.name)
         self._directory.quarantine(info.worker_id, self._quarantine_s)
+        self._router.forget(info.worker_id)
         with contextlib.suppress(IndexUnavailableError):
             await self._index.purge(info.worker_id)

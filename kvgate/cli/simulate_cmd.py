@@ -49,6 +49,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--event-delay-s", type=float, default=None,
                         help="seconds until a worker's events reach each replica (default: 0 with one "
                              "gateway, else 0.005)")  # fmt: skip
+    parser.add_argument("--no-index-events", dest="index_events", action="store_false",
+                        help="no worker event or load report reaches any gateway for the whole run "
+                             "(Redis and the event streams out of reach): gateways route on what they "
+                             "learn from their own decisions")  # fmt: skip
     parser.add_argument(
         "--routing-config", action="append", default=[], metavar="KEY=VALUE", help="override RoutingConfig"
     )
@@ -95,6 +99,7 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         seed=args.seed,
         gateways=args.gateways,
         event_delay_s=_event_delay(args),
+        index_events=args.index_events,
     )
 
 

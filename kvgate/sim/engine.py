@@ -20,6 +20,10 @@ With several gateways (``gateways``), each has its own index replica, router (pe
 in-flight accounting) and request stream (a load balancer picks a gateway per request at random); a
 worker's batches and load reports reach each replica ``event_delay_s`` later (**delivery** events).
 
+Without index events (``index_events`` False) nothing is delivered: each gateway routes over the
+workers as registered at the start, marked not followed, so its router uses what it learned from its
+own decisions (:class:`~kvgate.gateway.routing.learned.LearnedHoldings`).
+
 Events at one instant run in the order prefill done, decode done, delivery, heartbeat, load report,
 arrival.
 """
@@ -30,6 +34,7 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from enum import IntEnum
 
 import xxhash
@@ -69,6 +74,10 @@ class _Gateway:
     def __init__(self, index: MemoryPrefixIndex, router: Router) -> None:
         self.index = index
         self.router = router
+        self.static: list[WorkerStatus] | None = None  # the workers when no index events arrive
+
+    async def workers(self) -> list[WorkerStatus]:
+        return self.static if self.static is not None else await self.index.workers()
 
     async def receive(self, item: Delivery) -> None:
         if isinstance(item, WorkerStatus):
@@ -100,7 +109,7 @@ class ClusterSim:
         # Each router runs on the simulated clock: its local pending record and in-flight accounting
         # age with simulated time, as they would with real time in a gateway.
         self._gateways = [
-            _gateway(index_settings, self._clock, policy, fallback, settings.chunk_size)
+            _gateway(index_settings, self._clock, policy, fallback, settings.chunk_size, settings.ttl_s)
             for _ in range(settings.gateways)
         ]
         self._deliveries: dict[int, tuple[int, Delivery]] = {}  # delivery id -> (gateway, item)
@@ -149,6 +158,9 @@ class ClusterSim:
                 await gateway.index.register(worker.info, worker.load(0.0))
             self._push(self._settings.heartbeat_s * (i + 1) / len(self._workers), _Kind.HEARTBEAT, i)
             self._push(self._settings.load_report_s * (i + 1) / len(self._workers), _Kind.LOAD_REPORT, i)
+        if not self._settings.index_events:
+            for gateway in self._gateways:
+                gateway.static = [replace(s, followed=False) for s in await gateway.index.workers()]
         for i, arrival_s in enumerate(self._workload.arrivals_s(self._settings.speed)):
             self._push(arrival_s, _Kind.ARRIVAL, i)
             self._busy += 1
@@ -177,7 +189,7 @@ class ClusterSim:
         key = self._request_key(i)
         g = (key >> 32) % len(self._gateways)  # the load balancer's pick, independent of the route's
         gateway = self._gateways[g]
-        live = await gateway.index.workers()
+        live = await gateway.workers()
         routed = await gateway.router.route(hashes, request.input_length, live, key)
         await gateway.router.drain()  # the replica's pending entries land before the next event
         self._routed[i] = (g, routed)
@@ -223,7 +235,10 @@ class ClusterSim:
         await self._publish(WorkerStatus(worker.info, load, 0, self._clock.now_ms()), now_s)
 
     async def _publish(self, item: Delivery, now_s: float) -> None:
-        """To every gateway's replica: at once without delay, else as delivery events."""
+        """To every gateway's replica: at once without delay, else as delivery events (nowhere
+        without index events)."""
+        if not self._settings.index_events:
+            return
         for g, gateway in enumerate(self._gateways):
             if self._settings.event_delay_s == 0:
                 await gateway.receive(item)
@@ -250,9 +265,11 @@ def _gateway(
     policy: RoutingPolicy,
     fallback: RoutingPolicy,
     chunk_size: int,
+    kv_ttl_s: float,
 ) -> _Gateway:
     index = MemoryPrefixIndex(settings, clock)
-    return _Gateway(index, Router(index, policy, fallback, chunk_size, settings.pending_ttl_s, clock))
+    router = Router(index, policy, fallback, chunk_size, settings.pending_ttl_s, clock, kv_ttl_s=kv_ttl_s)
+    return _Gateway(index, router)
 
 
 def _record(job: SimJob, worker: int, now_s: float) -> RequestRecord:

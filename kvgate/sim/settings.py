@@ -42,6 +42,9 @@ class SimSettings:
     ``event_delay_s``: how long a worker's events and load reports take to reach a gateway's replica
     (0 with one gateway: the embedded index). ``load_report_s``: how often a worker pushes its load
     when it changed (its event stream's 100 ms); ``heartbeat_s`` is its heartbeat and TTL sweep.
+    ``index_events`` False: no worker event or load report reaches any gateway for the whole run
+    (Redis and the workers' event streams out of reach); each gateway knows the workers from their
+    registration only and routes on what it learns from its own decisions.
     """
 
     workers: int = 8
@@ -59,6 +62,7 @@ class SimSettings:
     gateways: int = 1
     event_delay_s: float = 0.0
     load_report_s: float = 0.1
+    index_events: bool = True
 
     def __post_init__(self) -> None:
         if self.workers < 1:

@@ -1,5 +1,5 @@
 """The default policy decides from cohorts exactly as it does from one candidate per worker: random
-fleets with tied loads, shared and private runs, hot spots and home workers."""
+fleets with tied loads, near-ties, shared and private runs, hot spots, pinned and soft home workers."""
 
 from __future__ import annotations
 
@@ -33,10 +33,11 @@ def _case(rng: random.Random) -> tuple[RouteRequest, GroupedRequest]:
     )
     home = rng.choice([None, None, *ids])
     key, prompt = rng.getrandbits(64), rng.choice((100, 1024, 1536, 3000))
-    slow = RouteRequest(prompt, 128, candidates, 7, key, home)
+    pinned = rng.random() < 0.7  # a prompt_cache_key's home, else a soft home
+    slow = RouteRequest(prompt, 128, candidates, 7, key, home, pinned)
     bare = tuple(Candidate(c.worker_id, c.load, None, c.inflight_tokens) for c in candidates)
     return slow, GroupedRequest(
-        prompt, 128, bare, {w: i for i, w in enumerate(ids)}, (), lookup.cohorts, 7, key, home
+        prompt, 128, bare, {w: i for i, w in enumerate(ids)}, (), lookup.cohorts, 7, key, home, pinned
     )
 
 

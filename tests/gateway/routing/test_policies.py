@@ -128,15 +128,6 @@ ROWS = [
         0,
     ),
     Row(
-        "kvgate/ties-rotate-by-key",
-        "kvgate",
-        (cand("a"), cand("b"), cand("c")),
-        "c",
-        RouteReason.LOAD_BALANCED,
-        0,
-        key=2,
-    ),
-    Row(
         "kvgate/home-when-nothing-cached",
         "kvgate",
         (cand("a"), cand("b"), cand("c")),
