@@ -22,8 +22,10 @@ class KvgatePolicy:
     Hot-spot guard: a worker whose queue exceeds ``hot_spot_factor`` x the mean queue (and the
     floor) is not a candidate while any other is, so shared prefixes cannot pile all traffic onto
     one worker. A ``home`` worker (prompt_cache_key) wins ties against equal estimates and is taken
-    when no worker holds a prefix, unless it is hot. Ties go to the longest reuse, then to a
-    rotation by ``request_key``.
+    when no worker holds a prefix, unless it is hot (a soft home only wins near-ties). Choices
+    within the near-tie window (``near_tie_ratio``, ``near_tie_s``) of the best score are ranked
+    with a random handicap fixed by ``request_key``; exact ties then go to the longest reuse, the
+    home worker, a rotation by ``request_key``.
     """
 
     config: RoutingConfig = field(default_factory=RoutingConfig)
@@ -33,11 +35,14 @@ class KvgatePolicy:
         estimates = [
             estimate(c, request.prompt_tokens, request.chunk_size, self.config) for c in request.candidates
         ]
+        weight = self.config.compute_weight
         # candidates and estimates share their order: position i is the rotation's and jitter's input
-        position = {e.worker_id: i for i, e in enumerate(estimates)}
-        allowed = [(position[e.worker_id], e) for e in self._not_hot(estimates)]
-        home = next((e for _, e in allowed if e.worker_id == request.home), None)
-        return self._decide(self._pick(allowed, request), home, request)
+        allowed = {e.worker_id for e in self._not_hot(estimates)}
+        scored = [
+            (i, e.score(weight), e.reused_tokens) for i, e in enumerate(estimates) if e.worker_id in allowed
+        ]
+        home = next((e for e in estimates if e.worker_id == request.home and e.worker_id in allowed), None)
+        return self._decide(estimates[self._pick(scored, request)], home, request)
 
     def queue_s(self, candidate: Candidate) -> float:
         """The queue part of a candidate's estimate (what :class:`GroupedRequest` carries)."""
@@ -45,12 +50,12 @@ class KvgatePolicy:
 
     def choose_grouped(self, request: GroupedRequest) -> RouteDecision:
         """:meth:`choose`'s decision from cohorts. Within a cohort the estimates differ only by
-        queue, so a member can be among the near-ties only if its queue exceeds the cohort's
-        shortest by at most the best cohort's lead plus the window; estimates are built for those
-        alone. O(workers) float comparisons, O(cohorts + near-ties) estimates."""
+        queue: one estimate per cohort gives every member's score by the same arithmetic, so only
+        members within the near-tie window are scored, and only the winner's estimate is built.
+        O(workers) float comparisons, O(cohorts) estimates."""
         queue_s = request.queue_s
         limit = self._hot_limit(queue_s)
-        bound = limit if any(q <= limit for q in queue_s) else math.inf
+        bound = limit if min(queue_s) <= limit else math.inf
         groups: list[tuple[list[int], str]] = []
         held: set[int] = set()
         for cohort in request.cohorts:
@@ -59,35 +64,40 @@ class KvgatePolicy:
             groups.append((members, cohort.tiers))
         rest = [i for i in range(len(queue_s)) if i not in held] if held else list(range(len(queue_s)))
         groups.append((rest, ""))
-        groups = [([i for i in m if queue_s[i] <= bound], tiers) for m, tiers in groups]
-        groups = [(m, tiers) for m, tiers in groups if m]
-        fastest = [self._estimate(request, min(m, key=queue_s.__getitem__), tiers) for m, tiers in groups]
         weight = self.config.compute_weight
-        best = min(e.score(weight) for e in fastest)
+        leads: list[tuple[list[int], str, float, float, int]] = []  # members, tiers, part, min queue, reused
+        for members, tiers in groups:
+            allowed = members if bound == math.inf else [i for i in members if queue_s[i] <= bound]
+            if allowed:
+                lead = self._estimate(request, allowed[0], tiers)
+                part = lead.prefill_s + lead.swap_in_s  # as Estimate.score adds it up, to the last bit
+                leads.append(
+                    (allowed, tiers, part, min(map(queue_s.__getitem__, allowed)), lead.reused_tokens)
+                )
+        best = min((part + q) + weight * part for _, _, part, q, _ in leads)
         reach = best + self._window(best) + 1e-6  # slack for float rounding; _pick tests exactly
-        finalists = [
-            (i, self._estimate(request, i, tiers))
-            for (members, tiers), lead in zip(groups, fastest, strict=True)
-            for i in members
-            if queue_s[i] - lead.queue_s <= reach - lead.score(weight)
-        ]
+        scored: list[tuple[int, float, int]] = []
+        tiers_at: dict[int, str] = {}
+        for allowed, tiers, part, q_min, reused in leads:
+            top = q_min + (reach - ((part + q_min) + weight * part))
+            near = [i for i in allowed if queue_s[i] <= top]
+            scored += [(i, (part + queue_s[i]) + weight * part, reused) for i in near]
+            tiers_at.update(dict.fromkeys(near, tiers))
+        chosen = self._pick(scored, request)
         home = None
-        if request.home in request.position and queue_s[i := request.position[request.home]] <= bound:  # type: ignore[index]
+        if (i := request.position.get(request.home)) is not None and queue_s[i] <= bound:  # type: ignore[arg-type]
             tiers = next((c.tiers for c in request.cohorts if request.home in c.workers), "")
             home = self._estimate(request, i, tiers)
-        return self._decide(self._pick(finalists, request), home, request)
+        return self._decide(self._estimate(request, chosen, tiers_at[chosen]), home, request)
 
-    def _pick(
-        self, finalists: list[tuple[int, Estimate]], request: RouteRequest | GroupedRequest
-    ) -> Estimate:
-        """The best-ranked of ``finalists`` ((position, estimate); every choice that can win) whose
-        score is within the near-tie window of the best score."""
-        weight = self.config.compute_weight
-        best = min(e.score(weight) for _, e in finalists)
+    def _pick(self, scored: list[tuple[int, float, int]], request: RouteRequest | GroupedRequest) -> int:
+        """The position of the best-ranked of ``scored`` ((position, score, reused tokens) of every
+        allowed choice) among those within the near-tie window of the best score."""
+        best = min(score for _, score, _ in scored)
         window = self._window(best)
-        near = [(i, e) for i, e in finalists if e.score(weight) <= best + window]
+        near = [f for f in scored if f[1] <= best + window]
         n = len(request.candidates)
-        return min(near, key=lambda f: self._rank(f[1], request, f[0], n, window))[1]
+        return min(near, key=lambda f: self._rank(f, request, n, window))[0]
 
     def _decide(
         self, chosen: Estimate, home: Estimate | None, request: RouteRequest | GroupedRequest
@@ -118,14 +128,14 @@ class KvgatePolicy:
         return cool or estimates
 
     def _rank(
-        self, e: Estimate, request: RouteRequest | GroupedRequest, i: int, n: int, window: float
+        self, f: tuple[int, float, int], request: RouteRequest | GroupedRequest, n: int, window: float
     ) -> tuple[float, int, bool, int]:
         """Score plus a handicap drawn per request in [0, window) (none for the home worker), then
         the longest reuse, the home worker, a rotation by ``request_key``."""
-        away = e.worker_id != request.home
+        i, score, reused = f
+        away = request.candidates[i].worker_id != request.home
         handicap = unit(request.request_key, i) * window if away else 0.0
-        score = round(e.score(self.config.compute_weight) + handicap, 9)
-        return (score, -e.reused_tokens, away, (i - request.request_key) % n)
+        return (round(score + handicap, 9), -reused, away, (i - request.request_key) % n)
 
 
 def _decision(e: Estimate, reason: RouteReason, request: RouteRequest | GroupedRequest) -> RouteDecision:

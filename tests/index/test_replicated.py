@@ -16,6 +16,7 @@ from kvgate.index.event_feed import EventFeed
 from kvgate.index.replicated import ReplicatedIndex
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.layout import DEFAULT_TTL_S
+from tests.index.helpers import LOAD, info
 from tests.support.fake_clock import SkewedClock
 from tests.support.real_workers import StartWorker
 from tests.support.redis_server import RedisServer
@@ -123,3 +124,25 @@ async def test_worker_expiries_are_rebased_onto_a_skewed_gateway_clock(
     ids = prompt(300)
     await _served(worker.info.address, ids)
     await eventually(_holds(ahead, ids))
+
+
+async def test_only_workers_whose_stream_this_gateway_follows_are_marked_followed(
+    start_worker: StartWorker, open_gateway: OpenGateway, private_redis: RedisServer
+) -> None:
+    """A worker known from Redis alone (here: a record whose address answers nothing) is a candidate
+    whose holdings this gateway cannot know, so its router predicts them from its own decisions."""
+    publisher = RedisPrefixIndex(redis_client(private_redis.url, SETTINGS), SETTINGS, SystemClock())
+    worker = await start_worker(index=publisher)
+    gateway = open_gateway()
+    ids = prompt(300)
+    await _served(worker.info.address, ids)
+    await eventually(_holds(gateway, ids))
+    listed_only = WorkerId("worker-x")
+    await publisher.register(info(listed_only), LOAD)
+
+    async def both_listed() -> bool:
+        return {s.info.worker_id for s in await gateway.workers()} == {W, listed_only}
+
+    await eventually(both_listed)
+    followed = {s.info.worker_id: s.followed for s in await gateway.workers()}
+    assert followed == {W: True, listed_only: False}

@@ -3,6 +3,8 @@ reach only after the delivery delay."""
 
 from __future__ import annotations
 
+import pytest
+
 from kvgate.sim import SimSettings
 from tests.sim.helpers import BLOCK, replay, req
 
@@ -25,3 +27,32 @@ def test_a_replica_the_events_have_not_reached_yet_cannot_know() -> None:
     late = SimSettings(workers=4, capacity_tokens=10_000_000, gateways=3, event_delay_s=60.0)
     _, records = replay("kvgate", _follow_ups(5), late)
     assert sum(r.cached_tokens for r in records[1:]) < 4 * 3 * BLOCK
+
+
+def _conversations(first_s: float) -> list:
+    """Six prompts that open with their own 5 blocks (past the soft home's 2,048 tokens), each
+    followed by four follow-ups sharing those blocks, one every 4 s from ``first_s`` on; no two
+    requests overlap (a busy home worker could lose a follow-up to an idle one)."""
+    requests = []
+    for c in range(6):
+        opening = [100 * c + b for b in range(1, 6)]
+        requests.append(req(0.6 * c, [*opening, 100 * c + 50]))
+        requests += [req(first_s + 4 * n + 0.6 * c, [*opening, 100 * c + 60 + n]) for n in range(4)]
+    return sorted(requests, key=lambda r: r.timestamp_ms)
+
+
+def test_without_index_events_replicas_still_route_follow_ups_to_the_cache() -> None:
+    """No event or load report reaches any of three gateways: each follow-up meets a gateway that
+    may never have seen its conversation, and still lands where the opening is cached, because every
+    gateway places a new prefix on the same (soft home) worker."""
+    blind = SimSettings(workers=4, capacity_tokens=10_000_000, gateways=3, index_events=False)
+    result, records = replay("kvgate", _conversations(5), blind)
+    assert sum(r.cached_tokens for r in records) == 6 * 4 * 5 * BLOCK  # every follow-up, all 5 blocks
+    assert result.hit_rate == pytest.approx(4 * 5 / (5 * 6))
+
+
+def test_a_lone_gateway_without_index_events_follows_its_own_decisions() -> None:
+    blind = SimSettings(workers=4, capacity_tokens=10_000_000, index_events=False)
+    _, records = replay("kvgate", _follow_ups(5), blind)
+    assert [r.cached_tokens for r in records[1:]] == [3 * BLOCK] * 4
+    assert {r.worker for r in records} == {records[0].worker}
