@@ -2,12 +2,16 @@
 without any (Redis and the event streams out of reach for the whole run), over seeds and cluster sizes.
 
     python bench/sim_gateways.py [--trace T] [--seeds 0,1,2] [--sizes 8x1,16x2,32x4] [--gateways 16]
-                                 [--jobs 2] [--out bench/results]
+                                 [--capacity-tokens 1000000] [--jobs 2] [--out bench/results]
+                                 [--name sim_gateways]
+
+For a conversation trace: ``python bench/conversation_trace.py conv.jsonl --seed N``, then
+``--trace conv.jsonl --capacity-tokens 300000 --sizes 8x4,16x8,32x16 --name sim_gateways_conv_N``.
 
 A size ``WxS`` is W workers with the trace's arrivals sped up S times (so the load per worker stays
-about the same). Each cell runs ``kvgate simulate TRACE --policy kvgate --capacity-tokens 1000000
+about the same). Each cell runs ``kvgate simulate TRACE --policy kvgate --capacity-tokens C
 --workers W --speed S --seed N --gateways G [--no-index-events] --json`` in a subprocess (``--jobs``
-at a time). Writes ``sim_gateways.json`` (one row per cell) and ``sim_gateways.md`` (the ratios the
+at a time). Writes ``NAME.json`` (one row per cell) and ``NAME.md`` (the ratios the
 cluster-scale targets are stated in: G gateways against 1 with events, and without events against
 with, at the same gateway count).
 """
@@ -29,10 +33,12 @@ from bench.gateway import _commit
 DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "synthetic_trace.jsonl"
 
 
-def _cell(trace: str, workers: int, speed: float, seed: int, gateways: int, events: bool) -> dict:
+def _cell(
+    trace: str, capacity: int, workers: int, speed: float, seed: int, gateways: int, events: bool
+) -> dict:
     command = [
         sys.executable, "-m", "kvgate.cli.main", "simulate", trace, "--policy", "kvgate",
-        "--capacity-tokens", "1000000", "--workers", str(workers), "--speed", str(speed),
+        "--capacity-tokens", str(capacity), "--workers", str(workers), "--speed", str(speed),
         "--seed", str(seed), "--gateways", str(gateways), "--json", "--quiet",
     ]  # fmt: skip
     if not events:
@@ -85,33 +91,36 @@ def main() -> int:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--sizes", default="8x1,16x2,32x4", help="WORKERSxSPEED, comma-separated")
     parser.add_argument("--gateways", type=int, default=16)
+    parser.add_argument("--capacity-tokens", type=int, default=1_000_000, help="GPU tokens per worker")
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--name", default="sim_gateways", help="result file name, without extension")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = parser.parse_args()
     sizes = [(int(w), float(s)) for w, s in (size.split("x") for size in args.sizes.split(","))]
     seeds = [int(s) for s in args.seeds.split(",")]
     cells = [
-        (args.trace, w, s, seed, g, events)
+        (args.trace, args.capacity_tokens, w, s, seed, g, events)
         for w, s in sizes for seed in seeds for events in (True, False) for g in (1, args.gateways)
     ]  # fmt: skip
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda c: _cell(*c), cells))
     command = "python bench/sim_gateways.py " + " ".join(sys.argv[1:])
     report = {"commit": _commit(), "command": command.strip(), "trace": Path(args.trace).name,
+              "capacity_tokens": args.capacity_tokens,
               "machine": platform.processor() or platform.machine(), "rows": rows}  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "sim_gateways.json").write_text(json.dumps(report, indent=1) + "\n")
+    (out / f"{args.name}.json").write_text(json.dumps(report, indent=1) + "\n")
     md = [
         "# Gateway replicas in simulation",
         "",
         f"Commit {report['commit']}; command `{report['command']}`; trace `{report['trace']}`; "
-        "8B-on-H100 defaults, 1M GPU tokens per worker, policy kvgate.",
+        f"8B-on-H100 defaults, {args.capacity_tokens:,} GPU tokens per worker, policy kvgate.",
         "",
         *_ratio_rows(rows, args.gateways),
         "",
     ]
-    (out / "sim_gateways.md").write_text("\n".join(md))
+    (out / f"{args.name}.md").write_text("\n".join(md))
     print("\n".join(md))
     return 0
 
