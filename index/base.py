@@ -7,7 +7,7 @@ hint: a stale or wrong entry costs a cache miss, never wrong output (workers ver
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from kvgate.index.types import ApplyResult, LookupResult, WorkerStatus
 from kvgate.proto.events import EventBatch, Snapshot
@@ -92,4 +92,15 @@ class PrefixIndex(Protocol):
 
     async def close(self) -> None:
         """Releases connections; the index must not be used afterwards."""
+        ...
+
+
+@runtime_checkable
+class SharedMembership(Protocol):
+    """An index whose membership comes from a shared store (Redis) that it may lose touch with
+    while it keeps routing on what it follows itself."""
+
+    @property
+    def shared_reachable(self) -> bool:
+        """Whether the shared store answered the last membership read."""
         ...

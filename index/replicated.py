@@ -52,6 +52,7 @@ class ReplicatedIndex:
         self._refresh_s = shared_refresh_s
         self._now = monotonic
         self._listed: list[WorkerStatus] | None = None  # the shared index's last answer
+        self._reachable = False
         self._listed_at = -math.inf
 
     # -- routing ------------------------------------------------------------------------------
@@ -79,6 +80,11 @@ class ReplicatedIndex:
         merged.update((s.info.worker_id, s) for s in await self._replica.workers())
         return sorted(merged.values(), key=_worker_id)
 
+    @property
+    def shared_reachable(self) -> bool:
+        """Whether the shared index answered the last membership read (False before the first)."""
+        return self._reachable
+
     async def _listing(self) -> list[WorkerStatus] | None:
         if self._now() - self._listed_at < self._refresh_s:
             return self._listed
@@ -87,8 +93,9 @@ class ReplicatedIndex:
             # a listed worker's holdings are this replica's business only once its stream is synced
             self._listed = [replace(s, followed=False) for s in await self._shared.workers()]
         except IndexUnavailableError:
-            self._listed = None
+            self._listed, self._reachable = None, False
             return None
+        self._reachable = True
         for status in self._listed:
             if record_verified(status.info, self._secret):
                 self._feed.follow(status.info.address)

@@ -57,14 +57,17 @@ def create_app(
     @app.get("/health", responses=HEALTH_RESPONSES)
     async def health() -> JSONResponse:
         """200 when at least one worker is routable (quarantined ones are a last resort, so they count),
-        else 503 (load balancers take it out)."""
-        live, stale = len(directory.known()), directory.stale
+        else 503 (load balancers take it out). ``degraded`` while the worker list is stale or Redis
+        is unreachable (routing goes on, on this gateway's replica)."""
+        live, stale, shared = len(directory.known()), directory.stale, directory.shared_reachable
         body = {
-            "status": ("degraded" if stale else "ok") if live else "unavailable",
+            "status": ("degraded" if stale or shared is False else "ok") if live else "unavailable",
             "workers": live,
             "index_degraded": directory.degraded,
             "discovery_stale": stale,
             "refused_workers": len(directory.rejected),
+            "unfollowed_workers": directory.unfollowed,
+            "shared_index_reachable": shared,
         }
         return JSONResponse(body, status_code=200 if live else 503)
 

@@ -8,11 +8,14 @@ from pydantic import BaseModel
 
 
 class HealthBody(BaseModel):
-    status: Literal["ok", "degraded", "unavailable"]  # degraded: discovery is stale, workers still served
+    # degraded: discovery is stale or Redis unreachable; the workers are still served
+    status: Literal["ok", "degraded", "unavailable"]
     workers: int  # routable workers
     index_degraded: bool  # the prefix index is unreachable: routing by load alone
     discovery_stale: bool  # the worker list has not been refreshed for several periods
     refused_workers: int  # records in the index this gateway refuses: unsigned, forged, or misconfigured
+    unfollowed_workers: int  # routable; their holdings are learned, no event stream reports them
+    shared_index_reachable: bool | None  # Redis answered the last membership read (None: no Redis)
 
 
 HEALTH_RESPONSES: dict[int | str, dict[str, Any]] = {

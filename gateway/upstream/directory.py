@@ -8,7 +8,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
-from kvgate.index.base import PrefixIndex
+from kvgate.index.base import PrefixIndex, SharedMembership
 from kvgate.index.types import IndexUnavailableError, WorkerStatus
 from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.proto.trust import record_verified
@@ -84,6 +84,18 @@ class WorkerDirectory:
             w: (until, epoch) for w, (until, epoch) in self._quarantine.items()
             if until > now and epochs.get(w, epoch) == epoch
         }  # fmt: skip
+
+    @property
+    def unfollowed(self) -> int:
+        """Known workers whose holdings the index does not follow (routed on what the router
+        learned from its own decisions)."""
+        return sum(1 for w in self._workers if not w.followed)
+
+    @property
+    def shared_reachable(self) -> bool | None:
+        """Whether the shared index (Redis) answered the index's last membership read; None when
+        the index has no shared part."""
+        return self._index.shared_reachable if isinstance(self._index, SharedMembership) else None
 
     @property
     def stale(self) -> bool:

@@ -209,4 +209,6 @@ async def test_health_is_ok_with_workers(live: LiveGateway) -> None:
         "index_degraded": False,
         "discovery_stale": False,
         "refused_workers": 0,
+        "unfollowed_workers": 0,
+        "shared_index_reachable": None,
     }

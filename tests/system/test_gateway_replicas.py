@@ -94,10 +94,12 @@ async def test_two_gateways_serve_with_cache_hits_through_a_redis_restart_that_l
             await eventually(lambda: len(hits_by_phase["before"]) >= 6, timeout_s=60)
             private_redis.stop()  # everything in Redis is gone with it
             phase = "down"
+            await eventually(lambda: _report_redis(http, gateways, reachable=False), timeout_s=30)
             await eventually(lambda: len(hits_by_phase["down"]) >= 6, timeout_s=60)
             private_redis.start()
             phase = "after"
             await eventually(lambda: _registered(private_redis.url), timeout_s=30)  # the worker is back in
+            await eventually(lambda: _report_redis(http, gateways, reachable=True), timeout_s=30)
             count = len(hits_by_phase["after"])
             await eventually(lambda: len(hits_by_phase["after"]) >= count + 6, timeout_s=60)
         finally:
@@ -118,6 +120,20 @@ async def _degraded(http: httpx.AsyncClient, gateway: GatewayProcess) -> bool:
         f"{gateway.base}/v1/route", json={"model": "tiny", "messages": messages}, timeout=60
     )
     return reply.status_code != 200 or reply.json()["index_degraded"]
+
+
+async def _report_redis(http: httpx.AsyncClient, gateways: list[GatewayProcess], reachable: bool) -> bool:
+    """Whether every gateway's /health says Redis is (un)reachable, serving its one worker all along
+    (status ``degraded`` while Redis is out of reach)."""
+    for gateway in gateways:
+        reply = await http.get(f"{gateway.base}/health", timeout=10)
+        body = reply.json()
+        assert reply.status_code == 200, body
+        assert body["workers"] == 1, body
+        if body["shared_index_reachable"] is not reachable:
+            return False
+        assert body["status"] == ("ok" if reachable else "degraded"), body
+    return True
 
 
 async def _registered(url: str) -> bool:
