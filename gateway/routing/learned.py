@@ -41,6 +41,8 @@ class LearnedHoldings:
         """``hashes`` were routed to ``worker_id`` now: it holds them for ``ttl_s`` from now (its
         least recently routed chunks beyond ``capacity_chunks`` are dropped; 0: no bound but the
         total)."""
+        if not hashes:
+            return
         held = self._held.setdefault(worker_id, OrderedDict())
         self._order[worker_id] = None
         self._order.move_to_end(worker_id)

@@ -82,6 +82,15 @@ def test_the_total_bound_drops_the_least_recently_used_worker_first() -> None:
     assert runs(learned, chain("c", 2)) == {C: "GG"}
 
 
+def test_a_prompt_shorter_than_a_chunk_records_nothing() -> None:
+    learned = LearnedHoldings(ttl_s=300, max_entries=4)
+    learned.record([], A)  # a worker holding nothing must not be the first to drop from
+    learned.record(chain("b", 3), B)
+    learned.record(chain("c", 3), C)
+    assert len(learned) == 4
+    assert runs(learned, chain("c", 3)) == {C: "GGG"}
+
+
 def test_forget_drops_a_worker() -> None:
     learned = LearnedHoldings(ttl_s=300)
     prefix = chain("p", 3)
