@@ -259,12 +259,15 @@ def main() -> None:
     report["rows"] += asyncio.run(scale_rows("memory", None, sizes, args.iterations))
     with standalone() as url:
         report["rows"] += asyncio.run(scale_rows("redis", url, sizes, args.iterations))
-        settings = IndexSettings(namespace="bench-apply", timeout_s=30.0)
-        report["event_apply_per_s"] = round(asyncio.run(_apply(url, settings)))
         per_holder = asyncio.run(redis_bytes_per_holder(url, "bench-mem"))
         report["bytes_per_chunk_holder"] = round(per_holder, 1)
         longest = asyncio.run(resync_longest_command_ms(url, "bench-resync"))
         report["resync_max_command_ms"] = round(longest, 3)
+    with standalone() as url:  # a Redis of its own: no dataset of the rows above being freed under it
+        runs = [asyncio.run(_apply(url, IndexSettings(namespace=f"bench-apply-{i}", timeout_s=30.0)))
+                for i in range(3)]  # fmt: skip
+    report["event_apply_runs_per_s"] = [round(r) for r in runs]
+    report["event_apply_per_s"] = round(sorted(runs)[1])  # the median of three
     report["memory_backend_bytes_per_chunk_holder"] = round(memory_bytes_per_holder(), 1)
     with cluster() as url:
         if url is not None:
