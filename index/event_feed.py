@@ -4,9 +4,11 @@ Without Redis, workers publish nowhere; instead, per worker address, one owner t
 index true for that worker, in sessions:
 
 1. ``Stats`` -> the worker's registration record and load -> ``index.register``;
-2. ``SubscribeEvents``: the first message, a snapshot, is ``resync``-ed, every batch ``apply``-ed (a
-   later snapshot, sent when this gateway fell behind, is resynced too), and every load update (the
-   worker pushes its load when it changes, up to 10 times a second) recorded as a heartbeat;
+2. ``SubscribeEvents`` (with admissions): the first message, a snapshot, is ``resync``-ed, every batch
+   ``apply``-ed (a later snapshot, sent when this gateway fell behind, is resynced too), every load
+   update (the worker pushes its load when it changes, up to 10 times a second) recorded as a
+   heartbeat, and every admission (a request the worker took in, from whichever gateway) recorded as
+   pending entries for the chunks it will compute plus a heartbeat with its load;
 3. meanwhile ``Stats`` every ``poll_s`` -> ``index.heartbeat`` with the load.
 
 A session ends on a refused write (GAP, unknown worker: a new session resubscribes and resyncs from the
@@ -32,6 +34,7 @@ from kvgate.index.base import PrefixIndex
 from kvgate.index.rebase import clock_offset_ms, rebase_batch, rebase_snapshot
 from kvgate.index.types import ApplyResult, IndexUnavailableError, StaleEpochError
 from kvgate.proto import convert, worker_pb2, worker_pb2_grpc
+from kvgate.proto.events import Admission
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
@@ -150,7 +153,7 @@ class EventFeed:
         info, load = await self._stats(stub, state)
         await self._register(info, load)
         state.info = info
-        call = stub.SubscribeEvents(worker_pb2.SubscribeEventsRequest())
+        call = stub.SubscribeEvents(worker_pb2.SubscribeEventsRequest(admissions=True))
         tasks = [
             asyncio.create_task(self._consume(call, state)),
             asyncio.create_task(self._heartbeats(stub, info, state)),
@@ -172,15 +175,29 @@ class EventFeed:
                 _check(await self._index.resync(rebase_snapshot(snapshot, state.offset_ms)))
                 state.synced = True
             elif msg.HasField("load"):  # pushed when it changes (up to 10 Hz): fresher than Stats
-                info = state.info
-                if info is not None and not await self._index.heartbeat(
-                    info.worker_id, info.epoch, convert.worker_load_from_proto(msg.load)
-                ):
-                    raise _ResubscribeError(f"the index no longer knows {info.worker_id}")
+                await self._beat(state, convert.worker_load_from_proto(msg.load))
+            elif msg.HasField("admission"):
+                await self._admitted(convert.admission_from_proto(msg.admission), state)
             else:
                 batch = convert.event_batch_from_proto(msg.batch)
                 _check(await self._index.apply(rebase_batch(batch, state.offset_ms)))
         raise _WorkerLostError("the worker ended its event stream")
+
+    async def _beat(self, state: FeedState, load: WorkerLoad) -> None:
+        info = state.info
+        if info is not None and not await self._index.heartbeat(info.worker_id, info.epoch, load):
+            raise _ResubscribeError(f"the index no longer knows {info.worker_id}")
+
+    async def _admitted(self, admission: Admission, state: FeedState) -> None:
+        """The worker took a request in: its chunks are pending there, its load is the admission's.
+        An admission naming another incarnation than this session's is ignored."""
+        info = state.info
+        if info is None or (admission.worker_id, admission.epoch) != (info.worker_id, info.epoch):
+            log.debug("ignoring an admission of %s epoch %d", admission.worker_id, admission.epoch)
+            return
+        if admission.pending:
+            await self._index.add_pending(admission.pending, info.worker_id)
+        await self._beat(state, admission.load)
 
     async def _heartbeats(
         self, stub: worker_pb2_grpc.KVWorkerStub, registered: WorkerInfo, state: FeedState

@@ -98,6 +98,18 @@ class KVEvent(_message.Message):
     expires_at_ms: int
     def __init__(self, kind: _Optional[_Union[EventKind, str]] = ..., chunk: _Optional[bytes] = ..., tier: _Optional[_Union[Tier, str]] = ..., expires_at_ms: _Optional[int] = ...) -> None: ...
 
+class Admission(_message.Message):
+    __slots__ = ("worker_id", "epoch", "pending", "load")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PENDING_FIELD_NUMBER: _ClassVar[int]
+    LOAD_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    epoch: int
+    pending: _containers.RepeatedScalarFieldContainer[bytes]
+    load: WorkerLoad
+    def __init__(self, worker_id: _Optional[str] = ..., epoch: _Optional[int] = ..., pending: _Optional[_Iterable[bytes]] = ..., load: _Optional[_Union[WorkerLoad, _Mapping]] = ...) -> None: ...
+
 class EventBatch(_message.Message):
     __slots__ = ("worker_id", "epoch", "seq", "events")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]

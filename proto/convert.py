@@ -23,7 +23,15 @@ from collections.abc import Hashable, Mapping
 from typing import TypeVar
 
 from kvgate.proto import common_pb2
-from kvgate.proto.events import EventBatch, EventKind, Holding, KVEvent, Snapshot
+from kvgate.proto.events import (
+    MAX_ADMISSION_CHUNKS,
+    Admission,
+    EventBatch,
+    EventKind,
+    Holding,
+    KVEvent,
+    Snapshot,
+)
 from kvgate.proto.ids import CHUNK_HASH_BYTES, ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.sampling import CacheHint, FinishReason, SamplingParams, Usage
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
@@ -125,6 +133,29 @@ def event_batch_from_proto(msg: common_pb2.EventBatch) -> EventBatch:
         epoch=Epoch(msg.epoch),
         seq=SeqNo(msg.seq),
         events=tuple(kv_event_from_proto(e) for e in msg.events),
+    )
+
+
+def admission_to_proto(admission: Admission) -> common_pb2.Admission:
+    """A worker's admission hint."""
+    return common_pb2.Admission(
+        worker_id=admission.worker_id,
+        epoch=admission.epoch,
+        pending=list(admission.pending),
+        load=worker_load_to_proto(admission.load),
+    )
+
+
+def admission_from_proto(msg: common_pb2.Admission) -> Admission:
+    """A worker's admission hint; ValueError for an empty worker_id, a chunk that is not 16 bytes, or
+    more than ``MAX_ADMISSION_CHUNKS`` chunks."""
+    if len(msg.pending) > MAX_ADMISSION_CHUNKS:
+        raise ValueError(f"an admission lists at most {MAX_ADMISSION_CHUNKS} chunks, got {len(msg.pending)}")
+    return Admission(
+        worker_id=WorkerId(_required(msg.worker_id, "admission worker_id")),
+        epoch=Epoch(msg.epoch),
+        pending=tuple(_chunk(raw, "an admission's chunk") for raw in msg.pending),
+        load=worker_load_from_proto(msg.load),
     )
 
 

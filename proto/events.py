@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
+from kvgate.proto.workers import WorkerLoad
 
 
 class EventKind(StrEnum):
@@ -87,3 +88,22 @@ class Snapshot:
     epoch: Epoch
     seq: SeqNo
     holdings: tuple[Holding, ...]
+
+
+MAX_ADMISSION_CHUNKS = 8192
+"""The most chunks one admission lists (a million tokens of 128-token chunks); a longer prompt's
+admission lists its first uncached chunks."""
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """A worker took a request in: it will compute ``pending`` (the prompt's chunks after the run it
+    holds, in chain order) and its load is now ``load`` (the request counted). Sent on the event
+    stream as soon as the request is admitted, so every gateway sees where a new prefix is being
+    built and how the queue grew, whichever gateway sent the request. A hint: never numbered, never
+    part of a snapshot, and lost without harm (the stored chunks and the next load report follow)."""
+
+    worker_id: WorkerId
+    epoch: Epoch
+    pending: tuple[ChunkHash, ...]
+    load: WorkerLoad

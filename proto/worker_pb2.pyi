@@ -132,15 +132,19 @@ class StatsResponse(_message.Message):
     def __init__(self, info: _Optional[_Union[_common_pb2.WorkerInfo, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ..., requests_total: _Optional[int] = ..., finished_stop_total: _Optional[int] = ..., finished_length_total: _Optional[int] = ..., finished_abort_total: _Optional[int] = ..., finished_error_total: _Optional[int] = ..., prompt_tokens_total: _Optional[int] = ..., cached_tokens_total: _Optional[int] = ..., cached_gpu_tokens_total: _Optional[int] = ..., cached_cpu_tokens_total: _Optional[int] = ..., completion_tokens_total: _Optional[int] = ..., predicted_cached_tokens_total: _Optional[int] = ..., actual_cached_tokens_of_predicted_total: _Optional[int] = ..., preemptions_total: _Optional[int] = ..., gpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., cpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., offloaded_blocks_total: _Optional[int] = ..., swapped_in_blocks_total: _Optional[int] = ..., gpu_cached_blocks: _Optional[int] = ..., last_event_seq: _Optional[int] = ..., started_at_ms: _Optional[int] = ..., now_ms: _Optional[int] = ...) -> None: ...
 
 class SubscribeEventsRequest(_message.Message):
-    __slots__ = ()
-    def __init__(self) -> None: ...
+    __slots__ = ("admissions",)
+    ADMISSIONS_FIELD_NUMBER: _ClassVar[int]
+    admissions: bool
+    def __init__(self, admissions: _Optional[bool] = ...) -> None: ...
 
 class EventStreamMessage(_message.Message):
-    __slots__ = ("snapshot", "batch", "load")
+    __slots__ = ("snapshot", "batch", "load", "admission")
     SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     BATCH_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
+    ADMISSION_FIELD_NUMBER: _ClassVar[int]
     snapshot: _common_pb2.Snapshot
     batch: _common_pb2.EventBatch
     load: _common_pb2.WorkerLoad
-    def __init__(self, snapshot: _Optional[_Union[_common_pb2.Snapshot, _Mapping]] = ..., batch: _Optional[_Union[_common_pb2.EventBatch, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ...) -> None: ...
+    admission: _common_pb2.Admission
+    def __init__(self, snapshot: _Optional[_Union[_common_pb2.Snapshot, _Mapping]] = ..., batch: _Optional[_Union[_common_pb2.EventBatch, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ..., admission: _Optional[_Union[_common_pb2.Admission, _Mapping]] = ...) -> None: ...

@@ -53,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="no worker event or load report reaches any gateway for the whole run "
                              "(Redis and the event streams out of reach): gateways route on what they "
                              "learn from their own decisions")  # fmt: skip
+    parser.add_argument("--no-admissions", dest="admissions", action="store_false",
+                        help="workers do not announce the requests they take in (only stored chunks "
+                             "and periodic load reports reach the gateways)")  # fmt: skip
     parser.add_argument(
         "--routing-config", action="append", default=[], metavar="KEY=VALUE", help="override RoutingConfig"
     )
@@ -100,6 +103,7 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         gateways=args.gateways,
         event_delay_s=_event_delay(args),
         index_events=args.index_events,
+        admissions=args.admissions,
     )
 
 

@@ -16,6 +16,10 @@ drives a :class:`ManualClock` that the real index and every expiry read. Per eve
 - **load report** (per worker, every ``load_report_s``): the load figures, if they changed since the
   last report (a worker's event stream pushes them so).
 
+With ``admissions`` each arrival is also announced by the chosen worker as an :class:`Admission` (the
+chunks it will compute and its load with the request queued), as its event stream does, so every
+gateway sees the new prefix pending there and the queue grown.
+
 With several gateways (``gateways``), each has its own index replica, router (pending record,
 in-flight accounting) and request stream (a load balancer picks a gateway per request at random); a
 worker's batches and load reports reach each replica ``event_delay_s`` later (**delivery** events).
@@ -43,7 +47,7 @@ from kvgate.common.clock import ManualClock
 from kvgate.gateway.routing.router import Router
 from kvgate.gateway.routing.types import Routed, RoutingPolicy
 from kvgate.index import IndexSettings, MemoryPrefixIndex, WorkerStatus
-from kvgate.proto.events import EventBatch
+from kvgate.proto.events import Admission, EventBatch
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.workers import WorkerLoad
 from kvgate.sim.results import PolicyResult, RequestRecord, summarize
@@ -54,6 +58,9 @@ from kvgate.sim.workload import Workload
 
 Progress = Callable[[int, int, float], None]  # (requests routed, total, simulated seconds)
 PROGRESS_EVERY = 250
+# An admission is the worker's answer to the gateway's call: it never arrives in the millisecond the
+# call was made (the router counts what it routed in a report's millisecond on top of that report).
+ADMISSION_DELAY_S = 0.001
 
 
 class _Kind(IntEnum):
@@ -65,7 +72,7 @@ class _Kind(IntEnum):
     ARRIVAL = 5
 
 
-Delivery = EventBatch | WorkerStatus  # what reaches a gateway's replica: a batch, or a load report
+Delivery = EventBatch | WorkerStatus | Admission  # what reaches a gateway's replica
 
 
 class _Gateway:
@@ -82,6 +89,10 @@ class _Gateway:
     async def receive(self, item: Delivery) -> None:
         if isinstance(item, WorkerStatus):
             await self.index.heartbeat(item.info.worker_id, item.info.epoch, item.load)
+        elif isinstance(item, Admission):
+            if item.pending:
+                await self.index.add_pending(item.pending, item.worker_id)
+            await self.index.heartbeat(item.worker_id, item.epoch, item.load)
         elif not (result := await self.index.apply(item)).ok:
             raise RuntimeError(f"{item.worker_id}: the index refused batch {item.seq}: {result.status}")
 
@@ -195,8 +206,13 @@ class ClusterSim:
         self._routed[i] = (g, routed)
         job = SimJob(i, now_s, request.input_length, request.output_length, hashes, routed.decision)
         worker_index = self._by_id[routed.decision.worker_id]
-        self._workers[worker_index].enqueue(job, self._clock.now_ms())
+        worker = self._workers[worker_index]
+        worker.enqueue(job, self._clock.now_ms())
         self._start_prefill(worker_index, now_s)
+        if self._settings.admissions:
+            self._reported[worker_index] = load = worker.load(now_s)
+            admission = Admission(worker.worker_id, worker.info.epoch, tuple(hashes[job.held_chunks :]), load)
+            await self._publish(admission, now_s, ADMISSION_DELAY_S)
 
     def _start_prefill(self, worker_index: int, now_s: float) -> None:
         end_s = self._workers[worker_index].start_next(now_s, self._clock.now_ms())
@@ -234,18 +250,19 @@ class ClusterSim:
         self._reported[i] = load = worker.load(now_s)
         await self._publish(WorkerStatus(worker.info, load, 0, self._clock.now_ms()), now_s)
 
-    async def _publish(self, item: Delivery, now_s: float) -> None:
-        """To every gateway's replica: at once without delay, else as delivery events (nowhere
-        without index events)."""
+    async def _publish(self, item: Delivery, now_s: float, least_delay_s: float = 0.0) -> None:
+        """To every gateway's replica, ``event_delay_s`` (at least ``least_delay_s``) later: at once
+        when that is 0, else as delivery events (nowhere without index events)."""
         if not self._settings.index_events:
             return
+        delay_s = max(self._settings.event_delay_s, least_delay_s)
         for g, gateway in enumerate(self._gateways):
-            if self._settings.event_delay_s == 0:
+            if delay_s == 0:
                 await gateway.receive(item)
             else:
                 delivery = next(self._delivery_ids)
                 self._deliveries[delivery] = (g, item)
-                self._push(now_s + self._settings.event_delay_s, _Kind.DELIVERY, delivery)
+                self._push(now_s + delay_s, _Kind.DELIVERY, delivery)
 
     def _push(self, at_s: float, kind: _Kind, payload: int) -> None:
         heapq.heappush(self._events, (at_s, int(kind), next(self._tie), payload))

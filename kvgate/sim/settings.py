@@ -44,7 +44,10 @@ class SimSettings:
     when it changed (its event stream's 100 ms); ``heartbeat_s`` is its heartbeat and TTL sweep.
     ``index_events`` False: no worker event or load report reaches any gateway for the whole run
     (Redis and the workers' event streams out of reach); each gateway knows the workers from their
-    registration only and routes on what it learns from its own decisions.
+    registration only and routes on what it learns from its own decisions. ``admissions``: each
+    worker announces every request it takes in (the chunks it will compute, its load with the request
+    queued) on its event stream at once, as kvgate's workers do; False: only stored chunks and the
+    periodic load reports travel (as before admissions were announced).
     """
 
     workers: int = 8
@@ -63,6 +66,7 @@ class SimSettings:
     event_delay_s: float = 0.0
     load_report_s: float = 0.1
     index_events: bool = True
+    admissions: bool = True
 
     def __post_init__(self) -> None:
         if self.workers < 1:

@@ -8,7 +8,7 @@ stored, and the changes go out as one :class:`EventBatch`) -> ``finish_decode``.
 
 from __future__ import annotations
 
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,7 +26,8 @@ SIM_FINGERPRINT = "kvgate-sim"
 @dataclass(slots=True)
 class SimJob:
     """A request routed to a worker. ``expected_computed`` is the worker's own estimate at enqueue
-    time (for its load figures); ``cached_tokens`` / ``swapped_tokens`` are fixed when prefill starts."""
+    time (for its load figures), ``held_chunks`` the run of its chunks held then; ``cached_tokens`` /
+    ``swapped_tokens`` are fixed when prefill starts."""
 
     index: int
     arrival_s: float
@@ -35,6 +36,7 @@ class SimJob:
     hashes: Sequence[ChunkHash]
     decision: RouteDecision
     expected_computed: int = 0
+    held_chunks: int = 0
     start_s: float = 0.0
     cached_tokens: int = 0
     swapped_tokens: int = 0
@@ -53,6 +55,7 @@ class SimWorker:
         self._chunk_size = settings.chunk_size
         self._timing = timing
         self._queue: deque[SimJob] = deque()
+        self._pending: Counter[ChunkHash] = Counter()  # chunks of the jobs queued or in prefill
         self.current: SimJob | None = None
         self._prefill_end_s = 0.0
         self._decoding = 0
@@ -65,9 +68,14 @@ class SimWorker:
         return self.info.worker_id
 
     def enqueue(self, job: SimJob, now_ms: int) -> None:
-        """Queues ``job`` behind the others (FIFO)."""
-        cached = self._cached_tokens(self.cache.match(job.hashes, now_ms), job.prompt_tokens)
-        job.expected_computed = job.prompt_tokens - cached
+        """Queues ``job`` behind the others (FIFO). Its expected work leaves out the chunks held and
+        those an earlier queued job computes first (a prefix shared within the queue is computed once)."""
+        tiers = self.cache.match(job.hashes, now_ms)
+        job.held_chunks = run = len(tiers)
+        while run < len(job.hashes) and self._pending[job.hashes[run]] > 0:
+            run += 1
+        job.expected_computed = job.prompt_tokens - min(run * self._chunk_size, job.prompt_tokens)
+        self._pending.update(job.hashes)
         self._queue.append(job)
 
     def start_next(self, now_s: float, now_ms: int) -> float | None:
@@ -93,6 +101,11 @@ class SimWorker:
         if job is None:
             raise RuntimeError(f"{self.worker_id}: no prefill is running")
         self.current = None
+        for h in job.hashes:  # a chunk no other queued job computes leaves the record
+            if (left := self._pending[h] - 1) > 0:
+                self._pending[h] = left
+            else:
+                del self._pending[h]
         self.computed_tokens += job.computed_tokens
         self._decoding += 1
         self._active_tokens += job.output_tokens

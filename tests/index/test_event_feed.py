@@ -12,18 +12,20 @@ import pytest
 from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.index.event_feed import EventFeed
-from kvgate.proto.ids import WorkerId
+from kvgate.proto.ids import Tier, WorkerId
 from tests.support.real_workers import StartWorker
 from tests.workers.model.conftest import one_torch_thread  # noqa: F401 -- autouse: a real engine runs here
 from tests.workers.service.helpers import (
     CACHE,
     client,
+    engine_loop,
     eventually,
     generate_request,
     greedy,
     hashes_of,
     prompt,
     read_generation,
+    stalled,
 )
 
 W = WorkerId("worker-0")
@@ -135,3 +137,40 @@ async def test_load_changes_reach_the_feed_without_waiting_for_a_poll(
 async def _running(index: MemoryPrefixIndex) -> bool:
     [status] = await index.workers()
     return status.load.running_seqs == 1
+
+
+async def test_a_request_admitted_by_the_worker_is_pending_there_with_its_load_before_any_step(
+    start_worker: StartWorker, index: MemoryPrefixIndex
+) -> None:
+    """Admissions: a request sent to the worker by anyone (here: straight to it, as another gateway
+    would) shows up in this feed's index while the engine has not run a step since: the prompt's
+    chunks pending at the worker, its queue counting the request, and still counting it in the
+    worker's later reports (Stats polls) until a step does. The held chunks follow the prefill."""
+    worker = await start_worker()
+    feed = EventFeed(index, poll_s=0.05, retry_s=(0.05, 0.2), secret=CACHE.secret)
+    ids = prompt(300)  # two full chunks
+    try:
+        feed.follow(worker.info.address)
+        await eventually(lambda: feed.states[worker.info.address].synced)
+        async with client(worker.info.address) as stub:
+            async with stalled(engine_loop(worker)):
+                call = stub.Generate(generate_request(ids, "r"))
+                await eventually(lambda: _tiers(index, ids, Tier.PENDING.value * 2))
+                [admitted] = await index.workers()
+                assert (admitted.load.waiting_seqs, admitted.load.waiting_prefill_tokens) == (1, 300)
+                [later] = await eventually(lambda: _reported_after(index, admitted.heartbeat_at_ms))
+                assert later.load == admitted.load
+            await read_generation(call)
+        await eventually(lambda: _tiers(index, ids, Tier.GPU.value * 2))
+    finally:
+        await feed.close()
+
+
+async def _tiers(index: MemoryPrefixIndex, ids: list[int], tiers: str) -> bool:
+    match = (await index.lookup(hashes_of(ids))).match_for(W)
+    return match is not None and match.tiers == tiers
+
+
+async def _reported_after(index: MemoryPrefixIndex, at_ms: int) -> list | None:
+    statuses = await index.workers()
+    return statuses if statuses[0].heartbeat_at_ms > at_ms else None

@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvgate.proto import common_pb2, convert
-from kvgate.proto.events import EventBatch, EventKind, Holding, KVEvent, Snapshot
+from kvgate.proto.events import Admission, EventBatch, EventKind, Holding, KVEvent, Snapshot
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.sampling import DEFAULT_MAX_TOKENS, CacheHint, FinishReason, SamplingParams, Usage
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
@@ -50,6 +50,10 @@ snapshots = st.builds(
     u64.map(SeqNo),
     st.lists(holdings, max_size=6).map(tuple),
 )
+admissions = st.builds(
+    Admission, worker_ids.map(WorkerId), u64.map(Epoch), st.lists(chunks, max_size=8).map(tuple),
+    st.deferred(lambda: worker_loads),
+)  # fmt: skip
 worker_infos = st.builds(
     WorkerInfo,
     worker_id=worker_ids.map(WorkerId),
@@ -110,6 +114,7 @@ ROUND_TRIPS = [
     ),
     pytest.param(holdings, convert.holding_to_proto, convert.holding_from_proto, id="Holding"),
     pytest.param(snapshots, convert.snapshot_to_proto, convert.snapshot_from_proto, id="Snapshot"),
+    pytest.param(admissions, convert.admission_to_proto, convert.admission_from_proto, id="Admission"),
     pytest.param(worker_infos, convert.worker_info_to_proto, convert.worker_info_from_proto, id="WorkerInfo"),
     pytest.param(worker_loads, convert.worker_load_to_proto, convert.worker_load_from_proto, id="WorkerLoad"),
     pytest.param(

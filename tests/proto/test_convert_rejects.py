@@ -11,7 +11,7 @@ import pytest
 from google.protobuf.message import Message
 
 from kvgate.proto import common_pb2, convert
-from kvgate.proto.events import EventBatch, Holding
+from kvgate.proto.events import MAX_ADMISSION_CHUNKS, EventBatch, Holding
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.sampling import CacheHint, SamplingParams, Usage
 from kvgate.proto.workers import WorkerLoad
@@ -57,6 +57,16 @@ def test_invalid_batches_and_snapshots_are_rejected() -> None:
     bad_holding = common_pb2.Holding(chunk=CHUNK, tier=common_pb2.TIER_UNSPECIFIED)
     with pytest.raises(ValueError, match="tier"):
         convert.snapshot_from_proto(common_pb2.Snapshot(worker_id="w0", holdings=[bad_holding]))
+
+
+def test_invalid_admissions_are_rejected() -> None:
+    with pytest.raises(ValueError, match="worker_id"):
+        convert.admission_from_proto(common_pb2.Admission(epoch=1, pending=[CHUNK]))
+    with pytest.raises(ValueError, match="16 bytes"):
+        convert.admission_from_proto(common_pb2.Admission(worker_id="w0", pending=[CHUNK, b"short"]))
+    too_many = [CHUNK] * (MAX_ADMISSION_CHUNKS + 1)
+    with pytest.raises(ValueError, match="at most"):
+        convert.admission_from_proto(common_pb2.Admission(worker_id="w0", pending=too_many))
 
 
 @pytest.mark.parametrize("field", ["worker_id", "address", "fingerprint", "model_id"])

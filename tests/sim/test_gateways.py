@@ -3,6 +3,9 @@ reach only after the delivery delay."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
+
 import pytest
 
 from kvgate.sim import SimSettings
@@ -56,3 +59,22 @@ def test_a_lone_gateway_without_index_events_follows_its_own_decisions() -> None
     _, records = replay("kvgate", _follow_ups(5), blind)
     assert [r.cached_tokens for r in records[1:]] == [3 * BLOCK] * 4
     assert {r.worker for r in records} == {records[0].worker}
+
+
+def _distinct_burst() -> list:
+    """Sixteen prompts of their own 4 blocks, 10 ms apart: a burst that outruns the load reports."""
+    return [req(0.01 * n, [100 * n + b for b in range(1, 5)]) for n in range(16)]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_admissions_let_every_gateway_see_the_queues_the_others_fill(seed: int) -> None:
+    """Four gateways, four workers: each worker announces every request it takes in, so a gateway
+    sees within the event delay the queue that another one just filled and the burst spreads evenly
+    (without admissions each gateway learns of the others' requests only at the next load report)."""
+    settings = SimSettings(workers=4, capacity_tokens=10_000_000, gateways=4, event_delay_s=0.005, seed=seed)
+    _, records = replay("kvgate", _distinct_burst(), settings)
+    assert sorted(Counter(r.worker for r in records).values()) == [4, 4, 4, 4]
+    silent = dataclasses.replace(settings, admissions=False)
+    _, herded = replay("kvgate", _distinct_burst(), silent)
+    assert max(Counter(r.worker for r in herded).values()) > 4
+    assert max(r.ttft_s for r in herded) > max(r.ttft_s for r in records)

@@ -32,7 +32,8 @@ def test_prefills_run_one_at_a_time_and_publish_numbered_batches() -> None:
     assert worker.start_next(0.0, 0) is None  # busy
     load = worker.load(0.0)
     assert (load.waiting_seqs, load.running_seqs) == (1, 1)
-    assert load.waiting_prefill_tokens == 2 * BLOCK + 3 * BLOCK  # the running prefill's, then the queued
+    # the running prefill's, then the queued one's own block (the first two are computed before it)
+    assert load.waiting_prefill_tokens == 2 * BLOCK + 1 * BLOCK
     first, batch = worker.finish_prefill(now_ms=110)
     assert (first.index, batch.seq, len(batch.events)) == (0, 1, 8)
     assert {e.kind for e in batch.events} == {EventKind.STORED}

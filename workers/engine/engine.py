@@ -26,6 +26,7 @@ from kvgate.common.clock import Clock, SystemClock
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.proto.events import EventBatch, Snapshot
+from kvgate.proto.ids import ChunkHash
 from kvgate.proto.sampling import FinishReason
 from kvgate.proto.workers import WorkerLoad
 from kvgate.workers.engine.config import EngineConfig
@@ -90,10 +91,13 @@ class LLMEngine:
 
     # -- any thread -------------------------------------------------------------------------------
 
-    def add_request(self, request: EngineRequest) -> None:
-        """Queues ``request``; the next step takes it. Thread-safe. Raises ValueError when its id is
-        in flight or it cannot run here (see :meth:`SequenceFactory.build`)."""
-        self._inbox.add(self._factory.build(request))
+    def add_request(self, request: EngineRequest) -> tuple[ChunkHash, ...]:
+        """Queues ``request``; the next step takes it. Returns its prompt's chunk hashes (in chain
+        order: what this worker publishes once they are stored). Thread-safe. Raises ValueError when
+        its id is in flight or it cannot run here (see :meth:`SequenceFactory.build`)."""
+        seq = self._factory.build(request)
+        self._inbox.add(seq)
+        return seq.prompt.chunk_hashes
 
     def abort(self, request_id: str) -> bool:
         """Aborts a request at the next step boundary (its blocks are freed, its last output says

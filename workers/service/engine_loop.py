@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import torch
 
 from kvgate.proto.events import EventBatch
+from kvgate.proto.ids import ChunkHash
 from kvgate.workers.engine import EngineRequest, LLMEngine, StepOutput
 from kvgate.workers.service.engine_stats import EngineStats
 from kvgate.workers.service.errors import (
@@ -55,7 +56,9 @@ class EngineLoop:
     """Owns the engine thread. Built and started by the worker's composition root on its event loop.
 
     ``max_in_flight``: requests admitted at once (running, waiting or queued); beyond it
-    :meth:`submit` raises :class:`AdmissionFullError`. ``on_events`` gets each step's event items
+    :meth:`submit` raises :class:`AdmissionFullError`. ``on_admit`` gets each admitted request's prompt
+    chunk hashes, prompt length and the engine's figures as of the last step (on the event loop,
+    inside :meth:`submit`). ``on_events`` gets each step's event items
     (consecutive seqs; a ``Snapshot`` replaces a run of lost batches) and ``on_broken`` the step's
     exception, both on the event loop. ``torch_threads``: torch's intra-op threads (None: leave as is).
     ``stall_timeout_s``: how long requests may be in flight without a step finishing before the engine
@@ -68,6 +71,7 @@ class EngineLoop:
         *,
         max_in_flight: int,
         on_events: Callable[[Sequence[EventItem]], None] = _ignore,
+        on_admit: Callable[[tuple[ChunkHash, ...], int, EngineStats], None] = _ignore,
         on_broken: Callable[[BaseException], None] = _ignore,
         idle_tick_s: float = 1.0,
         torch_threads: int | None = None,
@@ -79,7 +83,7 @@ class EngineLoop:
             raise ValueError("stall_timeout_s must be positive")
         self._engine = engine
         self._max_in_flight = max_in_flight
-        self._on_events, self._on_broken = on_events, on_broken
+        self._on_events, self._on_broken, self._on_admit = on_events, on_broken, on_admit
         self._idle_tick_s, self._torch_threads = idle_tick_s, torch_threads
         self._cond = threading.Condition()
         self._calls: list[_Call] = []  # guarded by _cond
@@ -132,9 +136,10 @@ class EngineLoop:
             raise AdmissionFullError(f"the worker holds {len(self._sinks)} requests, its limit")
         if not self._sinks:
             self._progress_s = time.monotonic()  # the stall clock starts with the work
-        self._engine.add_request(request)  # validates; thread-safe
+        chunks = self._engine.add_request(request)  # validates; thread-safe
         stream = self._sinks.open(request.request_id, self._detach)
         self._wake()
+        self._on_admit(chunks, request.num_prompt_tokens, self._stats)
         return stream
 
     def abort(self, request_id: str) -> bool:

@@ -1,9 +1,11 @@
 """``EventHub``: fans the worker's event stream out to its subscribers, each with a bounded queue.
 
 Every subscription starts with a snapshot (taken from the hub's :class:`HoldingsMirror`), then gets
-each item in order. A subscriber that falls ``queue_size`` items behind loses its queue and gets a
-fresh snapshot next instead: memory per subscriber stays bounded, and what it misses is covered by
-the snapshot (whose seq the following items continue). Everything here runs on the event loop.
+each item in order; one that asked for them also gets the worker's :class:`Admission` hints, in
+order with the items (not numbered, never part of a snapshot: a lagging subscriber loses them). A
+subscriber that falls ``queue_size`` items behind loses its queue and gets a fresh snapshot next
+instead: memory per subscriber stays bounded, and what it misses is covered by the snapshot (whose
+seq the following items continue). Everything here runs on the event loop.
 """
 
 from __future__ import annotations
@@ -12,9 +14,12 @@ import asyncio
 from collections import deque
 from collections.abc import Sequence
 
-from kvgate.proto.events import Snapshot
-from kvgate.proto.ids import Epoch, WorkerId
+from kvgate.proto.events import Admission, Snapshot
+from kvgate.proto.ids import ChunkHash, Epoch, WorkerId
 from kvgate.workers.service.holdings import EventItem, HoldingsMirror
+
+StreamItem = EventItem | Admission
+"""What a subscription hands out: a batch, a snapshot, or (when asked for) an admission hint."""
 
 
 class Subscription:
@@ -23,16 +28,17 @@ class Subscription:
     Invariant: while ``_lagging`` the queue is empty and the next ``get`` returns a snapshot.
     """
 
-    def __init__(self, hub: EventHub, queue_size: int) -> None:
+    def __init__(self, hub: EventHub, queue_size: int, admissions: bool = False) -> None:
         self._hub = hub
         self._queue_size = queue_size
-        self._items: deque[EventItem] = deque()
+        self.admissions = admissions  # whether admission hints are queued here too
+        self._items: deque[StreamItem] = deque()
         self._ready = asyncio.Event()
         self._lagging = True  # the first item is a snapshot
         self._closed = False
         self.overflows = 0  # times the queue overflowed (a snapshot replaced it)
 
-    def push(self, item: EventItem) -> None:
+    def push(self, item: StreamItem) -> None:
         """Queues ``item`` (called by the hub); on overflow drops the queue for a snapshot."""
         if self._closed:
             return
@@ -45,7 +51,7 @@ class Subscription:
                 self._items.append(item)
         self._ready.set()
 
-    async def get(self) -> EventItem | None:
+    async def get(self) -> StreamItem | None:
         """The next item (a snapshot first, and after an overflow); None when the stream ended."""
         while True:
             if self._lagging:
@@ -98,13 +104,26 @@ class EventHub:
             for subscription in self._subscriptions:
                 subscription.push(item)
 
+    def admit(self, admission: Admission) -> None:
+        """Queues ``admission`` for every subscriber that asked for admissions (the mirror is not
+        changed: an admission is a hint, not a holding)."""
+        for subscription in self._subscriptions:
+            if subscription.admissions:
+                subscription.push(admission)
+
+    def held_run(self, chunks: Sequence[ChunkHash]) -> int:
+        """How many of ``chunks`` (a prompt's, in chain order) the worker holds from the first on,
+        as of the last published item."""
+        return self._mirror.held_run(chunks)
+
     def snapshot(self) -> Snapshot:
         """What the worker holds as of the last published item."""
         return self._mirror.snapshot()
 
-    def subscribe(self, queue_size: int | None = None) -> Subscription:
-        """A new subscription (first item: a snapshot); closed at once when the hub is closed."""
-        subscription = Subscription(self, queue_size or self._queue_size)
+    def subscribe(self, queue_size: int | None = None, admissions: bool = False) -> Subscription:
+        """A new subscription (first item: a snapshot; with ``admissions``, admission hints too);
+        closed at once when the hub is closed."""
+        subscription = Subscription(self, queue_size or self._queue_size, admissions)
         if self._closed:
             subscription.close()
         else:

@@ -1,5 +1,7 @@
-"""One ``SubscribeEvents`` stream: the subscription's snapshot and batches, in order, with the worker's
-load figures interleaved whenever they changed, at most once per ``load_period_s``."""
+"""One ``SubscribeEvents`` stream: the subscription's snapshot and batches (and admissions, if it asked
+for them), in order, with the worker's load figures interleaved whenever they changed, at most once per
+``load_period_s``. An admission carries the load too: the next load message follows it a period later
+at the earliest (so a stale step's figures do not undo the admission's)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import asyncio
 from collections.abc import AsyncIterator, Callable
 
 from kvgate.proto import convert, worker_pb2
+from kvgate.proto.events import Admission
 from kvgate.proto.workers import WorkerLoad
 from kvgate.workers.service.event_hub import Subscription
 from kvgate.workers.service.messages import event_message
@@ -31,6 +34,8 @@ async def event_stream(
                 if item is None:
                     return
                 yield event_message(item)
+                if isinstance(item, Admission):
+                    sent, sent_at = item.load, loop.time()
             if loop.time() >= sent_at + load_period_s and (current := load()) != sent:
                 sent, sent_at = current, loop.time()
                 yield worker_pb2.EventStreamMessage(load=convert.worker_load_to_proto(current))

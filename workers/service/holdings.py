@@ -9,6 +9,8 @@ state after batch ``n``, and batch ``n + 1`` follows it for everyone.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kvgate.proto.events import EventBatch, EventKind, Holding, KVEvent, Snapshot
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 
@@ -35,6 +37,13 @@ class HoldingsMirror:
             for event in item.events:
                 self._apply_event(event)
         self.seq = item.seq
+
+    def held_run(self, chunks: Sequence[ChunkHash]) -> int:
+        """How many of ``chunks`` are held from the first on (pure)."""
+        for i, chunk in enumerate(chunks):
+            if chunk not in self._held:
+                return i
+        return len(chunks)
 
     def snapshot(self) -> Snapshot:
         """Everything held as of ``seq`` (pure)."""

@@ -27,7 +27,7 @@ from kvgate.index.types import (
     IndexUnavailableError,
     StaleEpochError,
 )
-from kvgate.proto.events import Snapshot
+from kvgate.proto.events import Admission, Snapshot
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 from kvgate.workers.service.event_hub import EventHub, Subscription
 from kvgate.workers.service.holdings import EventItem
@@ -145,6 +145,7 @@ class IndexPublisher:
             return None
         if item is None:
             await asyncio.sleep(timeout)
+        assert not isinstance(item, Admission)  # this subscription did not ask for admissions
         return item
 
     async def _publish(self, item: EventItem) -> None:

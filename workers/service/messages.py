@@ -12,9 +12,9 @@ import time
 import numpy as np
 
 from kvgate.proto import convert, worker_pb2
-from kvgate.proto.events import EventBatch, Snapshot
+from kvgate.proto.events import Admission, EventBatch, Snapshot
 from kvgate.proto.sampling import FinishReason, Usage
-from kvgate.proto.workers import WorkerInfo
+from kvgate.proto.workers import WorkerInfo, WorkerLoad
 from kvgate.workers.engine import EngineRequest, StepOutput
 from kvgate.workers.service.engine_stats import EngineStats
 
@@ -71,15 +71,16 @@ def error_result(error: str, prompt_tokens: int, completion_tokens: int) -> work
     return worker_pb2.GenerateResponse(final=final)
 
 
-def stats_response(info: WorkerInfo, stats: EngineStats) -> worker_pb2.StatsResponse:
-    """Identity, load and counters. The block manager counts drops without their tier: they are
-    reported as evictions of the tier a chunk leaves the worker from (GPU without a CPU tier, else CPU)."""
+def stats_response(info: WorkerInfo, stats: EngineStats, load: WorkerLoad) -> worker_pb2.StatsResponse:
+    """Identity, ``load`` (the worker's current figures) and counters. The block manager counts drops
+    without their tier: they are reported as evictions of the tier a chunk leaves the worker from (GPU
+    without a CPU tier, else CPU)."""
     c = stats.counters
     drops = worker_pb2.Evictions(ttl=stats.kv.evicted_ttl, pressure=stats.kv.evicted_pressure)
     none = worker_pb2.Evictions()
     return worker_pb2.StatsResponse(
         info=convert.worker_info_to_proto(info),
-        load=convert.worker_load_to_proto(stats.load),
+        load=convert.worker_load_to_proto(load),
         now_ms=time.time_ns() // 1_000_000,
         requests_total=c.requests,
         finished_stop_total=c.finished_stop,
@@ -104,8 +105,10 @@ def stats_response(info: WorkerInfo, stats: EngineStats) -> worker_pb2.StatsResp
     )
 
 
-def event_message(item: EventBatch | Snapshot) -> worker_pb2.EventStreamMessage:
+def event_message(item: EventBatch | Snapshot | Admission) -> worker_pb2.EventStreamMessage:
     """One message of the SubscribeEvents stream."""
     if isinstance(item, Snapshot):
         return worker_pb2.EventStreamMessage(snapshot=convert.snapshot_to_proto(item))
+    if isinstance(item, Admission):
+        return worker_pb2.EventStreamMessage(admission=convert.admission_to_proto(item))
     return worker_pb2.EventStreamMessage(batch=convert.event_batch_to_proto(item))

@@ -28,10 +28,11 @@ from kvgate.common.grpc_options import SERVER_OPTIONS
 from kvgate.index.base import PrefixIndex
 from kvgate.proto import worker_pb2, worker_pb2_grpc
 from kvgate.proto.trust import sign_record
-from kvgate.proto.workers import WorkerInfo
+from kvgate.proto.workers import WorkerInfo, WorkerLoad
 from kvgate.workers.engine import LLMEngine, load_engine
 from kvgate.workers.kv import StepEventPublisher
 from kvgate.workers.model import kv_cache_bytes_per_block
+from kvgate.workers.service.admissions import AdmissionAnnouncer
 from kvgate.workers.service.config import WorkerConfig
 from kvgate.workers.service.engine_loop import EngineLoop
 from kvgate.workers.service.event_hub import EventHub
@@ -85,30 +86,34 @@ class WorkerServer:
             clock=self._clock, with_tokenizer=config.with_tokenizer,
         )  # fmt: skip
         self.hub = hub = EventHub(config.worker_id, config.epoch, config.subscriber_queue)
+        announcer = AdmissionAnnouncer(hub, config.worker_id, config.epoch, config.engine.chunk_size)
         self.loop = loop = EngineLoop(
             self.engine,
             max_in_flight=config.max_in_flight,
             on_events=hub.publish,
+            on_admit=announcer.announce,
             on_broken=self._on_broken,
             idle_tick_s=config.idle_tick_s,
             torch_threads=config.torch_threads,
             stall_timeout_s=config.stall_timeout_s,
         )
+
+        def load() -> WorkerLoad:  # every report the worker makes counts the admissions since the last step
+            return announcer.load(loop.stats)
+
         secret = config.engine.cache.secret
         self._server = grpc.aio.server(
             options=SERVER_OPTIONS, interceptors=[RequireToken(secret, [SERVICE_NAME])]
         )
         metrics_address = self._serve_metrics(config, loop)
         self.info = info = self._bind(self._server, config, metrics_address)
-        worker_pb2_grpc.add_KVWorkerServicer_to_server(WorkerServicer(loop, hub, info), self._server)
+        worker_pb2_grpc.add_KVWorkerServicer_to_server(WorkerServicer(loop, hub, info, load), self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         loop.start()
         await self._server.start()
         await self._set_health(_SERVING)
         if self._index is not None:
-            self.publisher = IndexPublisher(
-                self._index, info, lambda: loop.stats.load, hub, heartbeat_s=config.heartbeat_s
-            )
+            self.publisher = IndexPublisher(self._index, info, load, hub, heartbeat_s=config.heartbeat_s)
             self.publisher.start()
         log.info("worker %s (epoch %d) serving on %s", info.worker_id, info.epoch, info.address)
         return info.address

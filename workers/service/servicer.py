@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import grpc
 
 from kvgate.proto import worker_pb2, worker_pb2_grpc
-from kvgate.proto.workers import WorkerInfo
+from kvgate.proto.workers import WorkerInfo, WorkerLoad
 from kvgate.workers.engine import StepOutput
 from kvgate.workers.service import messages
 from kvgate.workers.service.engine_loop import EngineLoop
@@ -43,10 +43,13 @@ class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
     """Stateless apart from what it is given: the engine loop, the event hub and the worker's
     registration record (``info``, with its bound address and epoch)."""
 
-    def __init__(self, loop: EngineLoop, hub: EventHub, info: WorkerInfo) -> None:
+    def __init__(
+        self, loop: EngineLoop, hub: EventHub, info: WorkerInfo, load: Callable[[], WorkerLoad] | None = None
+    ) -> None:
         self._loop = loop
         self._hub = hub
         self._info = info
+        self._load = load or (lambda: loop.stats.load)
 
     async def Generate(
         self, request: worker_pb2.GenerateRequest, context: grpc.aio.ServicerContext
@@ -83,15 +86,14 @@ class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
         self, request: worker_pb2.StatsRequest, context: grpc.aio.ServicerContext
     ) -> worker_pb2.StatsResponse:
         del request, context
-        return messages.stats_response(self._info, self._loop.stats)
+        return messages.stats_response(self._info, self._loop.stats, self._load())
 
     async def SubscribeEvents(
         self, request: worker_pb2.SubscribeEventsRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[worker_pb2.EventStreamMessage]:
-        del request
-        with self._hub.subscribe() as subscription:
+        with self._hub.subscribe(admissions=request.admissions) as subscription:
             context.add_done_callback(lambda _: subscription.close())  # a client gone mid-write too
-            async for message in event_stream(subscription, lambda: self._loop.stats.load):
+            async for message in event_stream(subscription, self._load):
                 yield message
 
     async def _submit(

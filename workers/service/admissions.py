@@ -1,0 +1,61 @@
+"""``AdmissionAnnouncer``: tells the event stream's subscribers (the gateways) about each request the
+worker takes in, at once.
+
+Without it a gateway learns of another gateway's request only when its chunks are stored (after the
+prefill) and of the queue it adds at the next load report (up to 100 ms later): meanwhile replicas
+that cannot see each other send the next requests of a burst sharing a new prefix elsewhere, and
+pile onto a worker whose queue just grew. An :class:`Admission` carries the chunks the worker will
+compute (the prompt's after the run it holds) and its load with the request counted.
+
+The load is the last step's figures plus every request admitted since that step (the engine's
+figures are replaced by reference after each step, so a new figures object starts the count again);
+:meth:`load` is that figure for every report the worker makes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvgate.proto.events import MAX_ADMISSION_CHUNKS, Admission
+from kvgate.proto.ids import ChunkHash, Epoch, WorkerId
+from kvgate.proto.workers import WorkerLoad
+from kvgate.workers.service.engine_stats import EngineStats
+from kvgate.workers.service.event_hub import EventHub
+
+
+class AdmissionAnnouncer:
+    """Owned by the worker's composition root; :meth:`announce` is the engine loop's ``on_admit``
+    (event loop only). ``chunk_size``: tokens per chunk of the worker's cache layout."""
+
+    def __init__(self, hub: EventHub, worker_id: WorkerId, epoch: Epoch, chunk_size: int) -> None:
+        self._hub = hub
+        self._worker_id, self._epoch = worker_id, epoch
+        self._chunk_size = chunk_size
+        self._base: EngineStats | None = None  # the figures the counts below are on top of
+        self._seqs = 0
+        self._tokens = 0
+
+    def announce(self, chunks: tuple[ChunkHash, ...], prompt_tokens: int, stats: EngineStats) -> None:
+        """Queues the admission of a ``prompt_tokens``-token prompt with ``chunks`` (its chunk
+        hashes) for the hub's admission subscribers; ``stats``: the engine's last figures."""
+        self._rebase(stats)
+        held = self._hub.held_run(chunks)
+        self._seqs += 1
+        self._tokens += max(0, prompt_tokens - held * self._chunk_size)
+        pending = chunks[held : held + MAX_ADMISSION_CHUNKS]
+        self._hub.admit(Admission(self._worker_id, self._epoch, pending, self.load(stats)))
+
+    def load(self, stats: EngineStats) -> WorkerLoad:
+        """``stats``' load figures (the engine's last) with the requests admitted since counted: what
+        the worker reports anywhere (event stream, ``Stats``, the index), so a report between two
+        steps never takes an admission back."""
+        self._rebase(stats)
+        return replace(
+            stats.load,
+            waiting_seqs=stats.load.waiting_seqs + self._seqs,
+            waiting_prefill_tokens=stats.load.waiting_prefill_tokens + self._tokens,
+        )
+
+    def _rebase(self, stats: EngineStats) -> None:
+        if stats is not self._base:  # a step ended: its figures count everything admitted before it
+            self._base, self._seqs, self._tokens = stats, 0, 0
