@@ -15,10 +15,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 from kvgate.common.clock import Clock
+from kvgate.gateway.routing.branches import PrefixBranches
 from kvgate.gateway.routing.fleet import Fleet, FleetView
 from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.learned import LearnedHoldings
 from kvgate.gateway.routing.local_pending import LocalPending
+from kvgate.gateway.routing.presumption import HomePresumption, presume_home
 from kvgate.gateway.routing.types import (
     Candidate,
     GroupedPolicy,
@@ -44,8 +46,10 @@ class Router:
 
     For workers the index does not follow (:attr:`WorkerStatus.followed` False), lookups use what
     this router learned from its own decisions (:class:`LearnedHoldings`: chunks it sent there, for
-    ``kv_ttl_s``, within the worker's capacity counted in ``block_tokens``-token blocks), and a new
-    prefix's soft home is the rendezvous worker of its first ``affinity_tokens`` (:meth:`_home`)."""
+    ``kv_ttl_s``, within the worker's capacity counted in ``block_tokens``-token blocks); a prompt's
+    soft home is the rendezvous worker of the first chunk of its own content (:meth:`_home`), and a
+    prompt whose own content this router never saw may be presumed cached there
+    (:class:`HomePresumption`, which learns from :meth:`reused` whether that pays)."""
 
     def __init__(
         self,
@@ -57,14 +61,15 @@ class Router:
         clock: Clock,
         kv_ttl_s: float = DEFAULT_TTL_S,
         block_tokens: int = DEFAULT_BLOCK_SIZE,
-        affinity_tokens: int = 2048,
+        presumption: HomePresumption | None = None,
     ) -> None:
         self._index = index
         self._clock = clock
         self._local = LocalPending(pending_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
         self._learned = LearnedHoldings(kv_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
         self._block_tokens = block_tokens
-        self._affinity_chunks = max(1, affinity_tokens // chunk_size)
+        self._branches = PrefixBranches()  # recorded while some worker is not followed
+        self._presumption = HomePresumption() if presumption is None else presumption
         self._policy = policy
         self._grouped_policy = policy if isinstance(policy, GroupedPolicy) else None
         self._fleet = FleetView(_queue_estimate(policy), self.inflight_tokens)
@@ -94,8 +99,13 @@ class Router:
         self._inflight.setdefault(decision.worker_id, {})[ticket] = (self._clock.now_ms(), uncached)
         self._fleet.touch(decision.worker_id)
         self._local.record(hashes, decision.worker_id)
-        if (blocks := self._fleet.current(workers).unfollowed.get(decision.worker_id)) is not None:
+        unfollowed = self._fleet.current(workers).unfollowed
+        if (blocks := unfollowed.get(decision.worker_id)) is not None:
             self._learned.record(hashes, decision.worker_id, blocks * self._block_tokens // self._chunk_size)
+        if unfollowed:
+            self._branches.record(hashes)
+        if routed.presumed is not None and routed.presumed[0] == decision.worker_id:
+            self._presumption.made(ticket, routed.presumed[1])
         to_compute = list(hashes[decision.matched_chunks :])  # what the chosen worker does not hold yet
         if not routed.degraded and to_compute:
             task = asyncio.create_task(self._mark_pending(to_compute, decision.worker_id))
@@ -123,12 +133,16 @@ class Router:
         # From here to the end of route()'s bookkeeping there is no await: concurrent requests
         # see each other's decisions through the local record.
         fleet = self._fleet.current(workers)
-        home = self._home(hashes, fleet, cache_key)
+        own = self._branches.own_start(hashes) if fleet.unfollowed and hashes else 0
+        home = self._home(hashes, fleet, cache_key, own)
+        presumed = None
         if lookup is None:
             request = self._request(prompt_tokens, fleet, {}, request_key, home)
             return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes))
         if fleet.unfollowed:
             lookup = self._learned.merge(lookup, hashes, fleet.unfollowed)
+            if home[0] is not None and not home[1]:
+                lookup, presumed = presume_home(lookup, len(hashes), home[0], own, self._presumption)
         lookup = self._local.merge(lookup, hashes)
         if self._grouped_policy is not None:
             grouped = self._grouped(prompt_tokens, fleet, lookup, request_key, home)
@@ -137,7 +151,8 @@ class Router:
             decision = self._policy.choose(
                 self._request(prompt_tokens, fleet, lookup.matches, request_key, home)
             )
-        return Routed(decision, lookup, len(hashes), lookup_s=lookup_s)
+        opening = (presumed, own * self._chunk_size) if presumed is not None else None
+        return Routed(decision, lookup, len(hashes), lookup_s=lookup_s, presumed=opening)
 
     def prefill_done(self, routed: Routed) -> None:
         """The request's prefill finished (or the request failed): its tokens stop counting as in
@@ -147,6 +162,11 @@ class Router:
             self._fleet.touch(routed.decision.worker_id)
         if not entries:
             self._inflight.pop(routed.decision.worker_id, None)
+
+    def reused(self, routed: Routed, cached_tokens: int) -> None:
+        """The worker reported reusing ``cached_tokens`` of the prompt of ``routed`` (from its
+        reply): a presumption learns whether it paid."""
+        self._presumption.outcome(routed.ticket, cached_tokens)
 
     def inflight_tokens(self, worker_id: WorkerId, since_ms: int = -1) -> int:
         """Uncached prompt tokens routed to ``worker_id`` at or after ``since_ms`` (a heartbeat in the
@@ -194,18 +214,17 @@ class Router:
         )  # fmt: skip
 
     def _home(
-        self, hashes: Sequence[ChunkHash], fleet: Fleet, cache_key: str | None
+        self, hashes: Sequence[ChunkHash], fleet: Fleet, cache_key: str | None, own: int
     ) -> tuple[WorkerId | None, bool]:
         """(home, pinned): the prompt_cache_key's worker, pinned; else, while some workers are not
-        followed, the rendezvous worker among them of the prompt's first ``affinity_chunks`` chunks,
-        as a soft home (it wins near-ties only), so gateways that cannot see each other's decisions
-        still place a new prefix alike."""
+        followed, the rendezvous worker among them of ``hashes[own]``, the first chunk of the
+        prompt's own content, as a soft home (it wins near-ties, and presumptions): every turn of
+        a conversation has the same one, at every gateway, so gateways that cannot see each other's
+        decisions still place a conversation alike."""
         if cache_key:
             return home_worker(cache_key, fleet.position), True
         if fleet.unfollowed and hashes:
-            return home_worker(
-                hashes[min(len(hashes), self._affinity_chunks) - 1].hex(), fleet.unfollowed
-            ), False
+            return home_worker(hashes[own].hex(), fleet.unfollowed), False
         return None, True
 
 

@@ -76,6 +76,7 @@ class Routed:
     num_chunks: ChunkCount
     ticket: int = 0  # identifies the decision's in-flight record (0: none, a preview)
     lookup_s: float | None = None  # how long the index lookup took (None: it failed)
+    presumed: tuple[WorkerId, int] | None = None  # (soft home, opening tokens) presumed to hold the prompt
 
     @property
     def degraded(self) -> bool:

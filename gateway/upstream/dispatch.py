@@ -170,7 +170,9 @@ class Dispatcher:
                 prefill_open = prefill_open and self._close_prefill(routed)
                 if msg.HasField("final"):
                     self._inflight.close(opened)  # over, even if our consumer never resumes us
-                    yield calls.done(msg.final, routed, attempt)
+                    finished = calls.done(msg.final, routed, attempt)
+                    self._router.reused(routed, finished.usage.cached_tokens)
+                    yield finished
                     return
                 yield Tokens(tuple(msg.tokens.token_ids))
             raise WorkerFailedError(f"worker {info.worker_id} ended the stream without a final message")

@@ -8,7 +8,8 @@ drives a :class:`ManualClock` that the real index and every expiry read. Per eve
   the chosen worker's FIFO queue.
 - **prefill done** (first token): the worker stores the prompt's chunks and publishes the changes as the
   next numbered :class:`EventBatch`, applied to the index at once; the router is told
-  (:meth:`Router.prefill_done`, as the dispatcher does at the first token); TTFT is recorded; the next
+  (:meth:`Router.prefill_done`, as the dispatcher does at the first token, and :meth:`Router.reused`
+  with the tokens the worker reused, as it does at the reply's end); TTFT is recorded; the next
   queued prefill starts.
 - **decode done**: the request's KV stops being in use.
 - **heartbeat** (per worker, every ``heartbeat_s``, staggered): TTL sweep (evictions published), then
@@ -225,6 +226,7 @@ class ClusterSim:
         await self._publish(batch, now_s)
         g, routed = self._routed.pop(job.index)
         self._gateways[g].router.prefill_done(routed)
+        self._gateways[g].router.reused(routed, job.cached_tokens)  # the reply's usage, in a real gateway
         self._records[job.index] = _record(job, worker_index, now_s)
         self._decoding[job.index] = job
         self._push(now_s + self._timing.decode_s(job.output_tokens), _Kind.DECODE_DONE, job.index)

@@ -13,6 +13,7 @@ import pytest
 
 from kvgate.common.clock import SystemClock
 from kvgate.gateway.routing import get_policy
+from kvgate.gateway.routing.presumption import HomePresumption
 from kvgate.gateway.routing.router import Router
 from kvgate.gateway.upstream.channels import ChannelPool
 from kvgate.gateway.upstream.directory import WorkerDirectory
@@ -36,6 +37,7 @@ class Cluster:
     index: MemoryPrefixIndex
     channels: ChannelPool
     router: Router
+    presumption: HomePresumption
 
     def worker(self, worker_id: str) -> ScriptedWorker:
         return next(w for w in self.workers if w.worker_id == worker_id)
@@ -47,11 +49,14 @@ async def cluster() -> AsyncIterator[Cluster]:
     workers = [await ScriptedWorker(WorkerId(f"w{i}"), CONFIG, index).start() for i in range(3)]
     directory = WorkerDirectory(index, CONFIG.fingerprint())
     await directory.refresh()
+    presumption = HomePresumption()
     router = Router(
-        index, get_policy("kvgate"), get_policy("least_loaded"), CONFIG.chunk_size, 2.0, SystemClock()
-    )
+        index, get_policy("kvgate"), get_policy("least_loaded"), CONFIG.chunk_size, 2.0, SystemClock(),
+        presumption=presumption,
+    )  # fmt: skip
     channels = ChannelPool()
-    yield Cluster(workers, Dispatcher(directory, router, channels, index), directory, index, channels, router)
+    dispatcher = Dispatcher(directory, router, channels, index)
+    yield Cluster(workers, dispatcher, directory, index, channels, router, presumption)
     await channels.close()
     for worker in workers:
         await worker.stop()

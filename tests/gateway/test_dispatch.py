@@ -36,6 +36,20 @@ async def test_streams_tokens_then_usage_and_a_repeat_is_a_cache_hit(cluster: Cl
     assert second.usage.cached_tokens == 7 * 128  # the worker's own count agrees
 
 
+async def test_the_reply_tells_the_router_how_much_the_worker_reused(cluster: Cluster) -> None:
+    """The router's presumptions learn from the usage each reply ends with: the tickets of the next
+    two decisions are marked as presumptions (of a 256-token opening) and the replies settle them,
+    the repeat's 896 reused tokens as a presumption that paid."""
+    cluster.presumption.made(ticket=1, opening_tokens=256)
+    cluster.presumption.made(ticket=2, opening_tokens=256)
+    _, first = await collect(cluster.dispatcher, job(seed=5))
+    assert (first.routed.ticket, len(cluster.presumption)) == (1, 1)
+    assert cluster.presumption.trust == pytest.approx(0.5 * 0.98)  # nothing reused: it did not pay
+    _, second = await collect(cluster.dispatcher, job(seed=5))
+    assert (second.routed.ticket, len(cluster.presumption)) == (2, 0)
+    assert cluster.presumption.trust == pytest.approx(0.49 + 0.02 * (1 - 0.49))
+
+
 async def test_a_worker_failing_before_the_first_token_is_avoided(cluster: Cluster) -> None:
     _, warm = await collect(cluster.dispatcher, job(seed=2))
     broken = cluster.worker(warm.routed.decision.worker_id)

@@ -33,7 +33,7 @@ def test_a_replica_the_events_have_not_reached_yet_cannot_know() -> None:
 
 
 def _conversations(first_s: float) -> list:
-    """Six prompts that open with their own 5 blocks (past the soft home's 2,048 tokens), each
+    """Six prompts that open with their own 5 blocks, each
     followed by four follow-ups sharing those blocks, one every 4 s from ``first_s`` on; no two
     requests overlap (a busy home worker could lose a follow-up to an idle one)."""
     requests = []
@@ -52,6 +52,29 @@ def test_without_index_events_replicas_still_route_follow_ups_to_the_cache() -> 
     result, records = replay("kvgate", _conversations(5), blind)
     assert sum(r.cached_tokens for r in records) == 6 * 4 * 5 * BLOCK  # every follow-up, all 5 blocks
     assert result.hit_rate == pytest.approx(4 * 5 / (5 * 6))
+
+
+def _multi_turn(conversations: int = 8, turns: int = 5) -> list:
+    """Conversations that share a 3-block system prompt; each turn extends the previous one by two
+    blocks, 6 s later."""
+    requests = []
+    for c in range(conversations):
+        ids = [1, 2, 3]
+        for t in range(turns):
+            ids = [*ids, 1000 * (c + 1) + 2 * t, 1000 * (c + 1) + 2 * t + 1]
+            requests.append(req(0.5 * c + 6 * t, list(ids)))
+    return sorted(requests, key=lambda r: r.timestamp_ms)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_without_index_events_four_gateways_keep_most_of_a_multi_turn_traces_hits(seed: int) -> None:
+    """Most turns meet a gateway that never saw their conversation: it keys the soft home by the
+    conversation's own content (where it parts from the shared system prompt) and presumes the
+    conversation is cached there, so the turns still find their history."""
+    settings = SimSettings(workers=4, capacity_tokens=10_000_000, gateways=4, seed=seed)
+    informed, _ = replay("kvgate", _multi_turn(), settings)
+    blind, _ = replay("kvgate", _multi_turn(), dataclasses.replace(settings, index_events=False))
+    assert blind.hit_rate >= 0.8 * informed.hit_rate
 
 
 def test_a_lone_gateway_without_index_events_follows_its_own_decisions() -> None:
