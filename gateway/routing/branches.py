@@ -24,7 +24,7 @@ class PrefixBranches:
     differed; at most ``max_entries`` chunks (least recently recorded dropped first). About 150 B
     per entry."""
 
-    def __init__(self, max_entries: int = 500_000) -> None:
+    def __init__(self, max_entries: int = 200_000) -> None:
         if max_entries < 1:
             raise ValueError("max_entries must be >= 1")
         self._max = max_entries
