@@ -85,8 +85,19 @@ def kv_waste(kv: KVCacheManager, running: Iterable[Sequence]) -> KVWaste:
 
 
 def tokens_to_prefill(waiting: Iterable[Sequence], running: Iterable[Sequence], kv: KVCacheManager) -> int:
-    """Prefill work queued: every token of a waiting sequence's prompt (cache hits are not looked up)
-    and the rest of a running one still in prefill (more than one token left; a decode has one)."""
-    queued = sum(seq.prompt.token_ids.size for seq in waiting)
+    """Prefill work queued: the rest of a running sequence still in prefill (more than one token left;
+    a decode has one), and each waiting sequence's prompt after its leading chunks that are cached
+    here or computed first by a sequence ahead of it (running, or waiting before it), at least its last
+    token. So a burst that shares a new prefix counts the prefix once, as the engine will compute it."""
+    running = list(running)
     left = (seq.num_tokens - kv.num_computed_tokens(seq.seq_id) for seq in running)
+    ahead = {h for seq in running for h in seq.prompt.chunk_hashes}
+    chunk, cached, queued = kv.config.chunk_size, kv.chunks, 0
+    for seq in waiting:
+        hashes, size = seq.prompt.chunk_hashes, seq.prompt.token_ids.size
+        run = 0
+        while run < len(hashes) and (hashes[run] in ahead or hashes[run] in cached):
+            run += 1
+        queued += size - min(run * chunk, size - 1)
+        ahead.update(hashes)
     return queued + sum(n for n in left if n > 1)

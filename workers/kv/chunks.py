@@ -41,6 +41,11 @@ class ChunkTracker:
         """Chunks tracked: after a flush, exactly those whose last block is cached in some tier."""
         return len(self._members)
 
+    def __contains__(self, chunk: object) -> bool:
+        """Whether ``chunk`` is tracked: as of the last flush, its last block is cached in some tier
+        (its other blocks almost always are too)."""
+        return chunk in self._members
+
     def add(self, chunk: ChunkHash, members: tuple[BlockHash, ...]) -> None:
         """Records that ``chunk`` consists of the blocks ``members`` (its last block was just cached)."""
         if chunk not in self._members:

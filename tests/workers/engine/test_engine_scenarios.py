@@ -51,6 +51,29 @@ def test_abort_of_a_running_and_a_waiting_request_frees_their_blocks_at_the_next
     assert_no_leak(engine)
 
 
+def test_queued_requests_sharing_a_prefix_count_it_once_in_the_load(tiny: TinyPair) -> None:
+    """Three requests share a new 16-token (2-chunk) prefix; one runs at a time. Once the first has
+    taken the prefix, the two waiting behind it count only their own 5 tokens each: the engine will
+    reuse the prefix, so a gateway must not see three prompts' worth of queue."""
+    engine = engine_for(tiny.ours, gpu_blocks=32, limits=SchedulingLimits(max_num_seqs=1))
+    prefix = random_ids(16, seed=3)
+    for name, seed in (("a", 4), ("b", 5), ("c", 6)):
+        engine.add_request(request(name, prefix + random_ids(5, seed=seed)))
+    assert engine.load().waiting_prefill_tokens == 3 * 21  # not taken yet: every token counts
+    engine.step()  # a prefills all 21 tokens and samples its first one
+    load = engine.load()
+    assert (load.running_seqs, load.waiting_seqs) == (1, 2)
+    assert load.waiting_prefill_tokens == 5 + 5
+    while engine.has_work():
+        engine.step()
+    engine.add_request(request("d", random_ids(21, seed=9)))  # nothing in common
+    engine.step()  # d runs
+    engine.add_request(request("e", prefix + random_ids(9, seed=8)))
+    engine.add_request(request("f", random_ids(21, seed=10)))
+    engine.step()  # e and f wait behind d; e's prefix is still cached from a, b and c
+    assert engine.load().waiting_prefill_tokens == 9 + 21
+
+
 def test_load_and_kv_waste(tiny: TinyPair) -> None:
     engine = engine_for(tiny.ours, gpu_blocks=16, cpu_blocks=8, limits=SchedulingLimits(max_num_seqs=1))
     engine.add_request(request("a", random_ids(10, seed=1)))

@@ -63,3 +63,20 @@ async def test_an_admission_lists_the_chunks_after_the_held_run_and_counts_the_u
 
     after_step = EngineStats(load=WorkerLoad(waiting_seqs=4, waiting_prefill_tokens=900))
     assert announcer.load(after_step) == after_step.load  # the step's figures count them itself
+
+
+async def test_a_burst_sharing_a_new_prefix_counts_it_once_while_the_first_computes_it() -> None:
+    hub = EventHub(W, Epoch(1))
+    subscription = hub.subscribe(admissions=True)
+    await subscription.get()
+    now = [0.0]
+    announcer = AdmissionAnnouncer(hub, W, Epoch(1), C, ahead_s=10.0, monotonic=lambda: now[0])
+    stats = EngineStats()
+    prefix = (chunk(1), chunk(2), chunk(3))
+    for n in range(3):
+        announcer.announce((*prefix, chunk(10 + n)), 4 * C, stats)
+    loads = [(await subscription.get()).load.waiting_prefill_tokens for _ in range(3)]
+    assert loads == [4 * C, 4 * C + C, 4 * C + 2 * C]  # the prefix once, then each own chunk
+    now[0] = 11.0  # the first requests are long done (or gone): the prefix counts again
+    announcer.announce((*prefix, chunk(20)), 4 * C, stats)
+    assert (await subscription.get()).load.waiting_prefill_tokens == 6 * C + 4 * C
