@@ -139,7 +139,10 @@ class EngineLoop:
         chunks = self._engine.add_request(request)  # validates; thread-safe
         stream = self._sinks.open(request.request_id, self._detach)
         self._wake()
-        self._on_admit(chunks, request.num_prompt_tokens, self._stats)
+        try:  # an announcement is a hint: it never fails the request it announces
+            self._on_admit(chunks, request.num_prompt_tokens, self._stats)
+        except Exception:
+            log.exception("announcing the admission of %r failed", request.request_id)
         return stream
 
     def abort(self, request_id: str) -> bool:

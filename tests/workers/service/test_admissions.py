@@ -4,12 +4,17 @@ afterwards keeps counting it until the engine's next step does."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvgate.proto.events import Admission, EventBatch, KVEvent, Snapshot
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.workers import WorkerLoad
 from kvgate.workers.service import EventHub
 from kvgate.workers.service.admissions import AdmissionAnnouncer
+from kvgate.workers.service.engine_loop import EngineLoop
 from kvgate.workers.service.engine_stats import EngineStats
+from tests.workers.engine.conftest import TinyPair, tiny  # noqa: F401 -- the session's tiny model
+from tests.workers.engine.helpers import GREEDY, TINY_CACHE, engine_for, random_ids, request
 
 W = WorkerId("worker-0")
 C = 128
@@ -80,3 +85,28 @@ async def test_a_burst_sharing_a_new_prefix_counts_it_once_while_the_first_compu
     now[0] = 11.0  # the first requests are long done (or gone): the prefix counts again
     announcer.announce((*prefix, chunk(20)), 4 * C, stats)
     assert (await subscription.get()).load.waiting_prefill_tokens == 6 * C + 4 * C
+
+
+async def test_the_engine_loop_announces_each_request_and_a_failing_announcement_fails_nothing(
+    tiny: TinyPair,  # noqa: F811 -- the fixture imported above
+) -> None:
+    """``on_admit`` gets the prompt's chunk hashes and length at ``submit``; when it raises, the request
+    is still admitted and runs to its end."""
+    heard: list[tuple[tuple[ChunkHash, ...], int]] = []
+
+    def announce(chunks: tuple[ChunkHash, ...], prompt_tokens: int, stats: EngineStats) -> None:
+        heard.append((chunks, prompt_tokens))
+        raise RuntimeError("a broken announcement")
+
+    loop = EngineLoop(engine_for(tiny.ours, gpu_blocks=32), max_in_flight=4, on_admit=announce)
+    loop.start()
+    try:
+        ids = random_ids(20, seed=1)
+        stream = loop.submit(request("r", ids, dataclasses.replace(GREEDY, max_tokens=2)))
+        outputs = [out async for out in stream]
+        assert outputs[-1].finished
+        [(chunks, tokens)] = heard
+        assert tokens == 20
+        assert len(chunks) == 20 // TINY_CACHE.chunk_size
+    finally:
+        await loop.stop()
