@@ -13,6 +13,9 @@ from kvgate.gateway.routing.jitter import unit
 from kvgate.gateway.routing.types import Candidate, GroupedRequest, RouteDecision, RouteReason, RouteRequest
 from kvgate.index.types import PrefixMatch
 
+TIE_S = 1e-9
+"""Scores this close are equal (float rounding apart): exact ties, broken by reuse, home, rotation."""
+
 
 @dataclass(frozen=True)
 class KvgatePolicy:
@@ -95,7 +98,7 @@ class KvgatePolicy:
         allowed choice) among those within the near-tie window of the best score."""
         best = min(score for _, score, _ in scored)
         window = self._window(best)
-        near = [f for f in scored if f[1] <= best + window]
+        near = [f for f in scored if f[1] <= best + window + TIE_S]  # equal to 9 decimals: a tie
         n = len(request.candidates)
         return min(near, key=lambda f: self._rank(f, request, n, window))[0]
 
@@ -135,7 +138,7 @@ class KvgatePolicy:
         i, score, reused = f
         away = request.candidates[i].worker_id != request.home
         handicap = unit(request.request_key, i) * window if away else 0.0
-        return (round(score + handicap, 9), -reused, away, (i - request.request_key) % n)
+        return (round(score + handicap, 9), -reused, away, (i - request.request_key) % n)  # 9: TIE_S
 
 
 def _decision(e: Estimate, reason: RouteReason, request: RouteRequest | GroupedRequest) -> RouteDecision:

@@ -72,6 +72,24 @@ ROWS = [
         8 * CHUNK,
     ),
     Row(
+        # 60 running decodes delay a's prefill by 60 x 2 ms: more than the chunk it holds beyond b saves
+        "kvgate/running-decodes-delay-the-prefill",
+        "kvgate",
+        (cand("a", "GGGGGGGGG", running=60), cand("b", "GGGGGGGG")),
+        "b",
+        RouteReason.CACHE_HIT,
+        8 * CHUNK,
+    ),
+    Row(
+        # a CPU chunk costs a tenth of its prefill to swap in: 12 on the CPU beat 8 on the GPU
+        "kvgate/swap-in-costs-a-tenth-of-a-prefill",
+        "kvgate",
+        (cand("a", "C" * 12), cand("b", "GGGGGGGG")),
+        "a",
+        RouteReason.CACHE_HIT,
+        12 * CHUNK,
+    ),
+    Row(
         "kvgate/pending-counts-as-reuse",
         "kvgate",
         (cand("a", "PPPPPPPP"), cand("b")),
@@ -239,6 +257,17 @@ def test_policy_decisions(row: Row) -> None:
         row.reason,
         row.predicted,
     )
+
+
+@pytest.mark.parametrize("key", range(4))
+def test_an_exact_tie_goes_to_the_longer_reuse(key: int) -> None:
+    """a reuses 4 chunks more than b and has exactly the queue that saving is worth (1,024 tokens:
+    twice the 512 tokens' prefill, as TTFT and as compute), so both score alike; with near-ties off,
+    the longer reuse wins whatever the request key."""
+    candidates = (cand("b", "GGGG"), cand("a", "GGGGGGGG", waiting=1024))
+    config = RoutingConfig(near_tie_ratio=0.0, decode_step_s=0.0)
+    decision = get_policy("kvgate", config).choose(RouteRequest(16 * CHUNK, CHUNK, candidates, 0, key))
+    assert (decision.worker_id, decision.predicted_cached_tokens) == ("a", 8 * CHUNK)
 
 
 @pytest.mark.parametrize("name", policy_names())
