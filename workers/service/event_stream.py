@@ -1,7 +1,7 @@
 """One ``SubscribeEvents`` stream: the subscription's snapshot and batches (and admissions, if it asked
 for them), in order, with the worker's load figures interleaved whenever they changed, at most once per
-``load_period_s``. An admission carries the load too: the next load message follows it a period later
-at the earliest (so a stale step's figures do not undo the admission's)."""
+``load_period_s``. An admission carries the load too, so it counts as the last load sent: a load
+message follows it only when the figures changed since, a period later at the earliest."""
 
 from __future__ import annotations
 
