@@ -15,11 +15,17 @@ class RouteReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ROUTE_REASON_LOAD_BALANCED: _ClassVar[RouteReason]
     ROUTE_REASON_FALLBACK: _ClassVar[RouteReason]
     ROUTE_REASON_PINNED: _ClassVar[RouteReason]
+    ROUTE_REASON_LOAD_OVERRIDE: _ClassVar[RouteReason]
+    ROUTE_REASON_NEW_PREFIX: _ClassVar[RouteReason]
+    ROUTE_REASON_HOT_PREFIX_REPLICATED: _ClassVar[RouteReason]
 ROUTE_REASON_UNSPECIFIED: RouteReason
 ROUTE_REASON_CACHE_HIT: RouteReason
 ROUTE_REASON_LOAD_BALANCED: RouteReason
 ROUTE_REASON_FALLBACK: RouteReason
 ROUTE_REASON_PINNED: RouteReason
+ROUTE_REASON_LOAD_OVERRIDE: RouteReason
+ROUTE_REASON_NEW_PREFIX: RouteReason
+ROUTE_REASON_HOT_PREFIX_REPLICATED: RouteReason
 
 class ChatMessage(_message.Message):
     __slots__ = ("role", "content", "cache_ttl")

@@ -31,6 +31,9 @@ _REASONS = {
     RouteReason.LOAD_BALANCED: gateway_pb2.ROUTE_REASON_LOAD_BALANCED,
     RouteReason.FALLBACK: gateway_pb2.ROUTE_REASON_FALLBACK,
     RouteReason.PINNED: gateway_pb2.ROUTE_REASON_PINNED,
+    RouteReason.LOAD_OVERRIDE: gateway_pb2.ROUTE_REASON_LOAD_OVERRIDE,
+    RouteReason.NEW_PREFIX: gateway_pb2.ROUTE_REASON_NEW_PREFIX,
+    RouteReason.HOT_PREFIX: gateway_pb2.ROUTE_REASON_HOT_PREFIX_REPLICATED,
 }
 
 

@@ -45,7 +45,9 @@ class KvgatePolicy:
             (i, e.score(weight), e.reused_tokens) for i, e in enumerate(estimates) if e.worker_id in allowed
         ]
         home = next((e for e in estimates if e.worker_id == request.home and e.worker_id in allowed), None)
-        return self._decide(estimates[self._pick(scored, request)], home, request)
+        most = max(e.reused_tokens for e in estimates)
+        cool = any(e.reused_tokens == most and e.worker_id in allowed for e in estimates)
+        return self._decide(estimates[self._pick(scored, request)], home, request, (most, cool))
 
     def queue_s(self, candidate: Candidate) -> float:
         """The queue part of a candidate's estimate (what :class:`GroupedRequest` carries)."""
@@ -67,6 +69,7 @@ class KvgatePolicy:
             groups.append((members, cohort.tiers))
         rest = [i for i in range(len(queue_s)) if i not in held] if held else list(range(len(queue_s)))
         groups.append((rest, ""))
+        held_by = self._reuse_of_groups(request, groups, bound)
         weight = self.config.compute_weight
         leads: list[tuple[list[int], str, float, float, int]] = []  # members, tiers, part, min queue, reused
         for members, tiers in groups:
@@ -91,7 +94,17 @@ class KvgatePolicy:
         if (i := request.position.get(request.home)) is not None and queue_s[i] <= bound:  # type: ignore[arg-type]
             tiers = next((c.tiers for c in request.cohorts if request.home in c.workers), "")
             home = self._estimate(request, i, tiers)
-        return self._decide(self._estimate(request, chosen, tiers_at[chosen]), home, request)
+        return self._decide(self._estimate(request, chosen, tiers_at[chosen]), home, request, held_by)
+
+    def _reuse_of_groups(
+        self, request: GroupedRequest, groups: list[tuple[list[int], str]], bound: float
+    ) -> tuple[int, bool]:
+        """(the longest reuse any candidate offers, whether a worker offering it is not hot)."""
+        reuse = [(self._estimate(request, members[0], tiers).reused_tokens, members)
+                 for members, tiers in groups if members and tiers]  # fmt: skip
+        most = max((r for r, _ in reuse), default=0)
+        cool = any(r == most and any(request.queue_s[i] <= bound for i in members) for r, members in reuse)
+        return most, cool or most == 0
 
     def _pick(self, scored: list[tuple[int, float, int]], request: RouteRequest | GroupedRequest) -> int:
         """The position of the best-ranked of ``scored`` ((position, score, reused tokens) of every
@@ -103,14 +116,18 @@ class KvgatePolicy:
         return min(near, key=lambda f: self._rank(f, request, n, window))[0]
 
     def _decide(
-        self, chosen: Estimate, home: Estimate | None, request: RouteRequest | GroupedRequest
+        self,
+        chosen: Estimate,
+        home: Estimate | None,
+        request: RouteRequest | GroupedRequest,
+        held: tuple[int, bool],
     ) -> RouteDecision:
         """``chosen``, unless it reuses nothing and the pinned home worker (``home``: None when
-        absent or hot) can take the request."""
+        absent or hot) can take the request. ``held``: the longest reuse any candidate offers, and
+        whether a worker offering it was allowed (not a hot spot): they name the reason."""
         if chosen.reused_tokens == 0 and home is not None and request.home_pinned:
             return _decision(home, RouteReason.PINNED, request)
-        reason = RouteReason.CACHE_HIT if chosen.reused_tokens else RouteReason.LOAD_BALANCED
-        return _decision(chosen, reason, request)
+        return _decision(chosen, _reason(chosen.reused_tokens, *held), request)
 
     def _window(self, best_score: float) -> float:
         return self.config.near_tie_ratio * best_score + self.config.near_tie_s
@@ -139,6 +156,15 @@ class KvgatePolicy:
         away = request.candidates[i].worker_id != request.home
         handicap = unit(request.request_key, i) * window if away else 0.0
         return (round(score + handicap, 9), -reused, away, (i - request.request_key) % n)  # 9: TIE_S
+
+
+def _reason(reused: int, most: int, holder_allowed: bool) -> RouteReason:
+    """Why a choice reusing ``reused`` tokens was made when the best any worker offers is ``most``."""
+    if most == 0:
+        return RouteReason.NEW_PREFIX
+    if reused >= most:
+        return RouteReason.CACHE_HIT
+    return RouteReason.LOAD_OVERRIDE if holder_allowed else RouteReason.HOT_PREFIX
 
 
 def _decision(e: Estimate, reason: RouteReason, request: RouteRequest | GroupedRequest) -> RouteDecision:

@@ -25,6 +25,7 @@ from kvgate.gateway.routing.types import (
     Candidate,
     GroupedPolicy,
     GroupedRequest,
+    LearningPolicy,
     Routed,
     RouteDecision,
     RouteReason,
@@ -72,6 +73,7 @@ class Router:
         self._presumption = HomePresumption() if presumption is None else presumption
         self._policy = policy
         self._grouped_policy = policy if isinstance(policy, GroupedPolicy) else None
+        self._learning_policy = policy if isinstance(policy, LearningPolicy) else None
         self._fleet = FleetView(_queue_estimate(policy), self.inflight_tokens)
         self._fallback = fallback
         self._chunk_size = chunk_size
@@ -99,6 +101,9 @@ class Router:
         self._inflight.setdefault(decision.worker_id, {})[ticket] = (self._clock.now_ms(), uncached)
         self._fleet.touch(decision.worker_id)
         self._local.record(hashes, decision.worker_id)
+        if self._learning_policy is not None:
+            now_ms = self._clock.now_ms()
+            self._learning_policy.learn(tuple(hashes), prompt_tokens, decision.worker_id, now_ms)
         unfollowed = self._fleet.current(workers).unfollowed
         if (blocks := unfollowed.get(decision.worker_id)) is not None:
             self._learned.record(hashes, decision.worker_id, blocks * self._block_tokens // self._chunk_size)
@@ -137,7 +142,7 @@ class Router:
         home = self._home(hashes, fleet, cache_key, own)
         presumed = None
         if lookup is None:
-            request = self._request(prompt_tokens, fleet, {}, request_key, home)
+            request = self._request(prompt_tokens, fleet, {}, request_key, home, hashes)
             return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes))
         if fleet.unfollowed:
             lookup = self._learned.merge(lookup, hashes, fleet.unfollowed)
@@ -149,7 +154,7 @@ class Router:
             decision = self._grouped_policy.choose_grouped(grouped)
         else:
             decision = self._policy.choose(
-                self._request(prompt_tokens, fleet, lookup.matches, request_key, home)
+                self._request(prompt_tokens, fleet, lookup.matches, request_key, home, hashes)
             )
         opening = (presumed, own * self._chunk_size) if presumed is not None else None
         return Routed(decision, lookup, len(hashes), lookup_s=lookup_s, presumed=opening)
@@ -195,10 +200,13 @@ class Router:
         matches: dict[WorkerId, PrefixMatch],
         request_key: int,
         home: tuple[WorkerId | None, bool],
+        hashes: Sequence[ChunkHash],
     ) -> RouteRequest:
         candidates = tuple(replace(c, match=matches[c.worker_id]) if c.worker_id in matches else c
                            for c in fleet.candidates)  # fmt: skip
-        return RouteRequest(prompt_tokens, self._chunk_size, candidates, next(self._seq), request_key, *home)
+        seq = next(self._seq)
+        chunks = tuple(hashes) if self._learning_policy is not None else ()
+        return RouteRequest(prompt_tokens, self._chunk_size, candidates, seq, request_key, *home, chunks)
 
     def _grouped(
         self,

@@ -7,14 +7,19 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from kvgate.index.types import Cohort, LookupResult, PrefixMatch
-from kvgate.proto.ids import WorkerId
+from kvgate.proto.ids import ChunkHash, WorkerId
 from kvgate.proto.units import ChunkCount, TokenCount
 from kvgate.proto.workers import WorkerLoad
 
 
 class RouteReason(StrEnum):
-    CACHE_HIT = "cache_hit"  # the chosen worker holds (or is about to hold) a prefix of the prompt
-    LOAD_BALANCED = "load_balanced"  # no useful prefix, or affinity would overload a worker
+    """Why a worker was chosen: the label of the decision metric, the explain view and replies."""
+
+    CACHE_HIT = "cache_hit"  # it holds (or is about to hold) the longest prefix of the prompt held anywhere
+    LOAD_OVERRIDE = "load_override"  # another worker holds more of it: the cost model chose this one
+    NEW_PREFIX = "new_prefix"  # no worker holds any of it: placed by cost (load, then near-tie draw)
+    HOT_PREFIX = "hot_prefix_replicated"  # its holders are hot spots: copied to a cooler worker
+    LOAD_BALANCED = "load_balanced"  # a cache-blind choice (baselines, a peer's load branch)
     FALLBACK = "fallback"  # the index was unavailable: chosen by load alone
     PINNED = "pinned"  # prompt_cache_key sent it to the home worker of its key
 
@@ -40,7 +45,9 @@ class RouteRequest:
     """Everything a policy may look at. ``candidates`` is non-empty and sorted by worker id;
     ``request_seq`` counts requests (round-robin); ``request_key`` is 64 random-looking bits fixed
     per request (random choices stay reproducible); ``home`` is the prompt_cache_key's worker
-    (``home_pinned``: taken when nothing is cached anywhere) or a soft home (it wins near-ties only)."""
+    (``home_pinned``: taken when nothing is cached anywhere) or a soft home (it wins near-ties only);
+    ``chunks`` are the prompt's chunk hashes, for policies that keep a prefix record of their own
+    (:class:`LearningPolicy`; empty where the caller has none)."""
 
     prompt_tokens: TokenCount
     chunk_size: int
@@ -49,6 +56,7 @@ class RouteRequest:
     request_key: int = 0
     home: WorkerId | None = None
     home_pinned: bool = True
+    chunks: tuple[ChunkHash, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -89,6 +97,18 @@ class RoutingPolicy(Protocol):
     name: str
 
     def choose(self, request: RouteRequest) -> RouteDecision: ...
+
+
+@runtime_checkable
+class LearningPolicy(RoutingPolicy, Protocol):
+    """A policy with a record of its own, built from the requests it routed (as a peer router's
+    approximate prefix tree is): ``choose`` reads the record, never changes it; the router calls
+    :meth:`learn` once per request actually routed (not for previews), with its chunk hashes, its
+    prompt length, the worker it went to and the router's clock."""
+
+    def learn(
+        self, chunks: tuple[ChunkHash, ...], prompt_tokens: TokenCount, worker_id: WorkerId, now_ms: int
+    ) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

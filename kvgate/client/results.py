@@ -12,6 +12,9 @@ _REASONS = {
     gateway_pb2.ROUTE_REASON_LOAD_BALANCED: "load_balanced",
     gateway_pb2.ROUTE_REASON_FALLBACK: "fallback",
     gateway_pb2.ROUTE_REASON_PINNED: "pinned",
+    gateway_pb2.ROUTE_REASON_LOAD_OVERRIDE: "load_override",
+    gateway_pb2.ROUTE_REASON_NEW_PREFIX: "new_prefix",
+    gateway_pb2.ROUTE_REASON_HOT_PREFIX_REPLICATED: "hot_prefix_replicated",
 }
 
 
@@ -26,7 +29,8 @@ class Chunk:
 @dataclass(frozen=True, slots=True)
 class Generation:
     """A finished generation. ``usage.cached_tokens``: prompt tokens the worker reused from its cache;
-    ``route_reason``: ``cache_hit``, ``load_balanced``, ``fallback`` or ``pinned``."""
+    ``route_reason``: ``cache_hit``, ``load_override``, ``new_prefix``, ``hot_prefix_replicated``,
+    ``load_balanced``, ``fallback`` or ``pinned`` (what each means: ``RouteReason`` in gateway.proto)."""
 
     text: str
     token_ids: tuple[int, ...]

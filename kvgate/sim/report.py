@@ -5,7 +5,7 @@ from __future__ import annotations
 from kvgate.sim.results import SimReport
 
 _HEADER = (
-    f"{'policy':<16}{'hit rate':>9}{'/pooled':>9}{'imbalance':>10}{'TTFT p50':>10}{'TTFT p99':>10}"
+    f"{'policy':<20}{'hit rate':>9}{'/pooled':>9}{'imbalance':>10}{'TTFT p50':>10}{'TTFT p99':>10}"
     f"{'queue p99':>10}{'pred err':>9}{'wall s':>8}"
 )
 
@@ -18,15 +18,15 @@ def format_table(report: SimReport) -> str:
         f"{report.requests} requests, {report.prompt_tokens:,} prompt tokens; {sim['workers']} workers"
         f" x {sim['capacity_tokens']:,} GPU + {sim['cpu_capacity_tokens']:,} CPU tokens;"
         f" speed x{sim['speed']:g}",
-        f"{'unlimited cache':<16}{report.unlimited_hit_rate:>9.3f}",
-        f"{'pooled LRU':<16}{pooled:>9.3f}",
+        f"{'unlimited cache':<20}{report.unlimited_hit_rate:>9.3f}",
+        f"{'pooled LRU':<20}{pooled:>9.3f}",
         "",
         _HEADER,
     ]
     for name, r in report.policies.items():
         ratio = r.hit_rate / pooled if pooled > 0 else float("nan")
         lines.append(
-            f"{name:<16}{r.hit_rate:>9.3f}{ratio:>9.2f}{r.imbalance:>10.3f}{r.ttft_p50_s:>10.3f}"
+            f"{name:<20}{r.hit_rate:>9.3f}{ratio:>9.3f}{r.imbalance:>10.3f}{r.ttft_p50_s:>10.3f}"
             f"{r.ttft_p99_s:>10.3f}{r.queue_p99_s:>10.3f}{r.prediction_error:>9.3f}{r.wall_s:>8.1f}"
         )
     return "\n".join(lines)

@@ -25,7 +25,7 @@ async def test_top_shows_the_hit_rate_of_a_repeated_prompt(live: LiveGateway) ->
     prompt = second["usage"]["prompt_tokens"]
     assert snap.prompt[worker] == 2 * prompt
     assert snap.cached[worker] == cached
-    assert snap.reasons == {"load_balanced": 1, "cache_hit": 1}
+    assert snap.reasons == {"new_prefix": 1, "cache_hit": 1}
     screen = render(snap, None, live.url)
     assert f"{cached / (2 * prompt):.1%}" in screen
 

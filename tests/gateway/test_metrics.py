@@ -44,7 +44,7 @@ async def test_two_identical_long_requests_show_the_hit_on_the_second(live: Live
     assert value(samples, "kvgate_cached_prompt_tokens_total", **policy, tier="gpu") == cached
     assert value(samples, "kvgate_cached_prompt_tokens_total", **policy, tier="cpu") == 0
     assert value(samples, "kvgate_predicted_cached_tokens_total", worker=worker) == cached
-    assert value(samples, "kvgate_route_decisions_total", reason="load_balanced", policy="kvgate") == 1
+    assert value(samples, "kvgate_route_decisions_total", reason="new_prefix", policy="kvgate") == 1
     assert value(samples, "kvgate_route_decisions_total", reason="cache_hit", policy="kvgate") == 1
     assert value(samples, "kvgate_requests_total", model=MODEL, finish_reason="length") == 2
     assert value(samples, "kvgate_time_to_first_token_seconds_count", model=MODEL) == 2

@@ -18,7 +18,7 @@ async def test_route_explains_a_cache_hit_without_recording_anything(live: LiveG
 
     assert cold["matches"] == []
     assert again["matches"] == []  # a dry run leaves no pending entries
-    assert cold["reason"] == "load_balanced"
+    assert cold["reason"] == "new_prefix"
     assert cold["full_chunks"] == cold["prompt_tokens"] // 128
     assert warm["reason"] == "cache_hit"
     best = warm["matches"][0]

@@ -77,7 +77,7 @@ ROWS = [
         "kvgate",
         (cand("a", "GGGGGGGGG", running=60), cand("b", "GGGGGGGG")),
         "b",
-        RouteReason.CACHE_HIT,
+        RouteReason.LOAD_OVERRIDE,
         8 * CHUNK,
     ),
     Row(
@@ -102,7 +102,7 @@ ROWS = [
         "kvgate",  # 1 chunk saved vs 3 s of queue
         (cand("a", "G", waiting=30_000), cand("b")),
         "b",
-        RouteReason.LOAD_BALANCED,
+        RouteReason.LOAD_OVERRIDE,
         0,
     ),
     Row(
@@ -115,10 +115,10 @@ ROWS = [
     ),
     Row(
         "kvgate/hot-spot-skipped",
-        "kvgate",  # a full match, but a 10 s queue: hot
-        (cand("a", "G" * 16, waiting=100_000), cand("b", waiting=500), cand("c", waiting=800)),
+        "kvgate",  # a full match, but a 12 s queue: over the 10 s floor and 2x the mean, hot
+        (cand("a", "G" * 16, waiting=120_000), cand("b", waiting=500), cand("c", waiting=800)),
         "b",
-        RouteReason.LOAD_BALANCED,
+        RouteReason.HOT_PREFIX,
         0,
     ),
     Row(
@@ -134,7 +134,7 @@ ROWS = [
         "kvgate",
         (cand("a", inflight=8_000), cand("b")),
         "b",
-        RouteReason.LOAD_BALANCED,
+        RouteReason.NEW_PREFIX,
         0,
     ),
     Row(
@@ -142,7 +142,7 @@ ROWS = [
         "kvgate",
         (cand("a", waiting=900), cand("b", waiting=100), cand("c", waiting=500)),
         "b",
-        RouteReason.LOAD_BALANCED,
+        RouteReason.NEW_PREFIX,
         0,
     ),
     Row(

@@ -70,6 +70,7 @@ async def test_a_burst_of_one_new_prefix_lands_on_one_worker_while_other_load_sp
     decisions = [r.decision for r, job in zip(routed, jobs, strict=True) if job in burst]
     leaders = [d for d in decisions if d.reason is not RouteReason.CACHE_HIT]
     assert len(leaders) == 1  # whichever decided first; the 19 others follow it
+    assert leaders[0].reason is RouteReason.NEW_PREFIX  # and the label says why each went there
     assert all(d.predicted_cached_tokens == 4096 for d in decisions if d is not leaders[0])
     other_workers = {r.decision.worker_id for r, job in zip(routed, jobs, strict=True) if job in others}
     assert len(other_workers) >= 3  # spread by queue, not piled onto the burst's worker

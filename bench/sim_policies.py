@@ -1,0 +1,145 @@
+"""kvgate's policy beside the peers' routers, on several traces, cluster sizes, capacities and seeds.
+
+    python bench/sim_policies.py [--traces synthetic,chat,agents,documents] [--sizes 8x1,64x8,256x32]
+                                 [--capacities 1000000,300000] [--seeds 0,1,2] [--jobs 2]
+                                 [--out bench/results] [--name sim_policies]
+
+``synthetic`` is the shared Mooncake synthetic trace; ``chat``, ``agents`` and ``documents`` are made by
+``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under ``--out``/traces/). A size
+``WxS`` is W workers with the arrivals sped up S times. Each cell runs ``kvgate simulate TRACE --policy
+all --workers W --speed S --capacity-tokens C --seed N --json`` in a subprocess (``--jobs`` at a time).
+Writes ``NAME.json`` (every policy of every cell) and ``NAME.md``: per cell, kvgate's hit rate against
+the best peer's and the pooled cache's, its imbalance, and its TTFT p99 against the best other policy's;
+then each policy's figures averaged over the seeds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.gateway import _commit
+
+SYNTHETIC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "synthetic_trace.jsonl"
+PEERS = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
+KEYS = ("hit_rate", "imbalance", "ttft_p50_s", "ttft_p99_s")
+
+
+def _trace(name: str, seed: int, out: Path) -> str:
+    if name == "synthetic":
+        return str(SYNTHETIC)
+    path = out / "traces" / f"{name}_{seed}.jsonl"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        script = Path(__file__).resolve().parent / "workload_traces.py"
+        command = [sys.executable, str(script), str(path), "--shape", name, "--seed", str(seed)]
+        subprocess.run(command, check=True, capture_output=True)
+    return str(path)
+
+
+def _cell(trace: str, path: str, workers: int, speed: float, capacity: int, seed: int) -> dict:
+    command = [
+        sys.executable, "-m", "kvgate.cli.main", "simulate", path, "--policy", "all",
+        "--workers", str(workers), "--speed", str(speed), "--capacity-tokens", str(capacity),
+        "--seed", str(seed), "--json", "--quiet",
+    ]  # fmt: skip
+    report = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    row = {"trace": trace, "workers": workers, "speed": speed, "capacity": capacity, "seed": seed,
+           "pooled": round(report["pooled_hit_rate"], 4),
+           "policies": {name: {k: round(p[k], 4) for k in KEYS} | {"reasons": p["reasons"]}
+                        for name, p in report["policies"].items()}}  # fmt: skip
+    k = row["policies"]["kvgate"]
+    print(f"{trace} {workers}w x{speed:g} {capacity:,} seed {seed}: kvgate hit {k['hit_rate']:.3f} "
+          f"p99 {k['ttft_p99_s']:.2f}", file=sys.stderr, flush=True)  # fmt: skip
+    return row
+
+
+def _cell_lines(rows: list[dict]) -> list[str]:
+    lines = [
+        "| trace | workers x speed | tokens/worker | seed | kvgate hit | best peer hit | kvgate / best peer "
+        "| kvgate / pooled | imbalance | kvgate p99 (s) | best other p99 (s) | kvgate p99 / best other |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        pol = r["policies"]
+        k = pol["kvgate"]
+        peer = max(PEERS, key=lambda n: pol[n]["hit_rate"])
+        other = min((n for n in pol if n != "kvgate"), key=lambda n: pol[n]["ttft_p99_s"])
+        lines.append(
+            f"| {r['trace']} | {r['workers']} x{r['speed']:g} | {r['capacity']:,} | {r['seed']} | "
+            f"{k['hit_rate']:.3f} | {pol[peer]['hit_rate']:.3f} ({peer}) | "
+            f"{k['hit_rate'] / pol[peer]['hit_rate']:.3f} | {k['hit_rate'] / r['pooled']:.3f} | "
+            f"{k['imbalance']:.3f} | {k['ttft_p99_s']:.2f} | {pol[other]['ttft_p99_s']:.2f} ({other}) | "
+            f"{k['ttft_p99_s'] / pol[other]['ttft_p99_s']:.3f} |"
+        )
+    return lines
+
+
+def _mean_lines(rows: list[dict]) -> list[str]:
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["trace"], r["workers"], r["speed"], r["capacity"]), []).append(r)
+    lines = []
+    for (trace, workers, speed, capacity), cell in groups.items():
+        lines += [
+            "",
+            f"**{trace}, {workers} workers x{speed:g}, {capacity:,} tokens/worker** (mean of seeds "
+            f"{', '.join(str(r['seed']) for r in cell)}; pooled {cell[0]['pooled']:.3f})",
+            "",
+            "| policy | hit rate | imbalance | TTFT p50 (s) | TTFT p99 (s) |",
+            "|---|---|---|---|---|",
+        ]
+        for name in cell[0]["policies"]:
+            mean = {k: sum(r["policies"][name][k] for r in cell) / len(cell) for k in KEYS}
+            lines.append(f"| {name} | {mean['hit_rate']:.3f} | {mean['imbalance']:.3f} | "
+                         f"{mean['ttft_p50_s']:.3f} | {mean['ttft_p99_s']:.2f} |")  # fmt: skip
+    return lines
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", default="synthetic,chat,agents,documents")
+    parser.add_argument("--sizes", default="8x1,64x8,256x32", help="WORKERSxSPEED, comma-separated")
+    parser.add_argument("--capacities", default="1000000,300000", help="GPU tokens per worker")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--name", default="sim_policies", help="result file name, without extension")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    args = parser.parse_args()
+    out = Path(args.out)
+    sizes = [(int(w), float(s)) for w, s in (size.split("x") for size in args.sizes.split(","))]
+    seeds = [int(s) for s in args.seeds.split(",")]
+    cells = [(t, _trace(t, seed, out), w, s, int(c), seed)
+             for t in args.traces.split(",") for w, s in sizes
+             for c in args.capacities.split(",") for seed in seeds]  # fmt: skip
+    with ThreadPoolExecutor(args.jobs) as pool:
+        rows = list(pool.map(lambda c: _cell(*c), cells))
+    command = ("python bench/sim_policies.py " + " ".join(sys.argv[1:])).strip()
+    report = {"commit": _commit(), "command": command,
+              "machine": platform.processor() or platform.machine(), "rows": rows}  # fmt: skip
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.name}.json").write_text(json.dumps(report, indent=1) + "\n")
+    md = [
+        "# kvgate's policy beside the peers' routers (simulation)",
+        "",
+        f"Commit {report['commit']}; command `{command}`; 8B-on-H100 defaults (`kvgate/sim/settings.py`).",
+        "Peers: " + ", ".join(PEERS) + " (`gateway/routing/peers/`).",
+        "",
+        *_cell_lines(rows),
+        *_mean_lines(rows),
+        "",
+    ]
+    (out / f"{args.name}.md").write_text("\n".join(md))
+    print("\n".join(md))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,115 @@
+"""Traces of the workload shapes users run, in the Mooncake JSONL format (``kvgate simulate``
+replays them); each shape's parameters are the options below, its defaults the documented ones.
+
+    python bench/workload_traces.py OUT.jsonl --shape {chat,agents,documents} [--seed N]
+
+- ``chat``: multi-turn conversations with growing history (``bench/conversation_trace.py``):
+  shared system prompts, sometimes a document, turns that extend each other.
+- ``agents``: tool-using agents. ``--agent-types`` agent kinds (Zipf popularity), each with a
+  system prompt plus tool definitions (lognormal, median 8k tokens, 2k-30k); a task runs
+  ``--steps`` steps on average (geometric): each step is one model call whose prompt is everything
+  so far; its output is a short tool call (20-300 tokens) and the tool's result (lognormal, median
+  600 tokens, 50-8k) joins the history after ``--tool-s`` seconds on average.
+- ``documents``: many users over a few long documents. ``--documents`` documents (lognormal, median
+  20k tokens, 5k-60k; Zipf popularity) behind one of 5 system prompts; each session asks 1-4
+  questions (a follow-up extends the previous question and answer), questions 30-600 tokens.
+
+Sessions start at random over ``--duration-s``. Block ids are prefix-chained per 512-token block.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.conversation_trace import DECODE_S_PER_TOKEN, BlockIds, _lengths, _zipf_pick
+from bench.conversation_trace import generate as generate_chat
+
+Record = dict[str, object]
+
+
+def _record(at_s: float, segments: list[tuple[str, int]], output: int, blocks: BlockIds) -> Record:
+    return {"timestamp": round(at_s * 1000), "input_length": sum(n for _, n in segments),
+            "output_length": output, "hash_ids": blocks.of(segments)}  # fmt: skip
+
+
+def generate_agents(args: argparse.Namespace) -> list[Record]:
+    rng = np.random.default_rng(args.seed)
+    prefixes = _lengths(rng, 8000, 2000, 30000, args.agent_types)
+    blocks, records = BlockIds(), []
+    for task in range(args.sessions):
+        at_s = float(rng.uniform(0, args.duration_s))
+        kind = _zipf_pick(rng, len(prefixes))
+        opening = int(_lengths(rng, 150, 20, 1500, 1)[0])  # the task as the user states it
+        segments = [(f"agent-{kind}", int(prefixes[kind])), (f"task-{task}", opening)]
+        for step in range(min(int(rng.geometric(1 / args.steps)), 60)):
+            call = int(_lengths(rng, 80, 20, 300, 1)[0])
+            records.append(_record(at_s, segments, call, blocks))
+            segments.append((f"call-{task}-{step}", call))
+            segments.append((f"result-{task}-{step}", int(_lengths(rng, 600, 50, 8000, 1)[0])))
+            at_s += call * DECODE_S_PER_TOKEN + float(rng.exponential(args.tool_s))
+    return sorted(records, key=lambda r: r["timestamp"])  # type: ignore[arg-type,return-value]
+
+
+def generate_documents(args: argparse.Namespace) -> list[Record]:
+    rng = np.random.default_rng(args.seed)
+    systems = _lengths(rng, 800, 200, 3000, 5)
+    documents = _lengths(rng, 20000, 5000, 60000, args.documents)
+    blocks, records = BlockIds(), []
+    for user in range(args.sessions):
+        at_s = float(rng.uniform(0, args.duration_s))
+        d = _zipf_pick(rng, len(documents))
+        system = d % len(systems)
+        segments = [(f"system-{system}", int(systems[system])), (f"doc-{d}", int(documents[d]))]
+        for q in range(int(rng.integers(1, 5))):
+            segments.append((f"question-{user}-{q}", int(_lengths(rng, 120, 30, 600, 1)[0])))
+            output = int(_lengths(rng, 250, 20, 1200, 1)[0])
+            records.append(_record(at_s, segments, output, blocks))
+            segments.append((f"answer-{user}-{q}", output))
+            at_s += output * DECODE_S_PER_TOKEN + float(rng.exponential(args.think_s))
+    return sorted(records, key=lambda r: r["timestamp"])  # type: ignore[arg-type,return-value]
+
+
+SHAPES: dict[str, Callable[[argparse.Namespace], list[Record]]] = {
+    "chat": generate_chat,  # type: ignore[dict-item]
+    "agents": generate_agents,
+    "documents": generate_documents,
+}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--duration-s", type=float, default=900.0)
+    parser.add_argument("--sessions", type=int, default=600, help="agent tasks or document users")
+    parser.add_argument("--conversations", type=int, default=1200, help="chat: conversations")
+    parser.add_argument("--system-prompts", type=int, default=20, help="chat: shared system prompts")
+    parser.add_argument("--agent-types", type=int, default=12, help="agents: kinds of agent")
+    parser.add_argument("--steps", type=float, default=10.0, help="agents: mean steps per task")
+    parser.add_argument("--tool-s", type=float, default=2.0, help="agents: mean tool time per step")
+    parser.add_argument("--documents", type=int, default=40, help="documents (chat: 50 by default)")
+    parser.add_argument("--think-s", type=float, default=20.0, help="mean pause before a follow-up")
+    args = parser.parse_args()
+    if args.shape == "chat" and args.documents == 40:
+        args.documents = 50
+    records = SHAPES[args.shape](args)
+    if not records:
+        parser.error("the trace came out empty: raise --sessions or --conversations")
+    args.out.write_text("".join(json.dumps(r) + "\n" for r in records))
+    tokens = sum(int(r["input_length"]) for r in records)  # type: ignore[call-overload]
+    print(f"{args.out}: {args.shape}, {len(records)} requests, {tokens:,} prompt tokens, "
+          f"{int(records[-1]['timestamp']) / 1000:.0f} s")  # type: ignore[call-overload]  # fmt: skip
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
