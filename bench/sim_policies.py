@@ -5,7 +5,7 @@
                                  [--out bench/results] [--name sim_policies]
 
 ``synthetic`` is the shared Mooncake synthetic trace; ``chat``, ``agents`` and ``documents`` are made by
-``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under ``--out``/traces/). A size
+``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under ``--traces-dir``). A size
 ``WxS`` is W workers with the arrivals sped up S times. Each cell runs ``kvgate simulate TRACE --policy
 all --workers W --speed S --capacity-tokens C --seed N --json`` in a subprocess (``--jobs`` at a time).
 Writes ``NAME.json`` (every policy of every cell) and ``NAME.md``: per cell, kvgate's hit rate against
@@ -32,10 +32,10 @@ PEERS = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
 KEYS = ("hit_rate", "imbalance", "ttft_p50_s", "ttft_p99_s")
 
 
-def _trace(name: str, seed: int, out: Path) -> str:
+def _trace(name: str, seed: int, folder: Path) -> str:
     if name == "synthetic":
         return str(SYNTHETIC)
-    path = out / "traces" / f"{name}_{seed}.jsonl"
+    path = folder / f"{name}_{seed}.jsonl"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         script = Path(__file__).resolve().parent / "workload_traces.py"
@@ -112,11 +112,12 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--name", default="sim_policies", help="result file name, without extension")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--traces-dir", default="/tmp/kvgate-traces", help="where generated traces go")
     args = parser.parse_args()
     out = Path(args.out)
     sizes = [(int(w), float(s)) for w, s in (size.split("x") for size in args.sizes.split(","))]
     seeds = [int(s) for s in args.seeds.split(",")]
-    cells = [(t, _trace(t, seed, out), w, s, int(c), seed)
+    cells = [(t, _trace(t, seed, Path(args.traces_dir)), w, s, int(c), seed)
              for t in args.traces.split(",") for w, s in sizes
              for c in args.capacities.split(",") for seed in seeds]  # fmt: skip
     with ThreadPoolExecutor(args.jobs) as pool:

@@ -6,15 +6,20 @@ replays them); each shape's parameters are the options below, its defaults the d
 - ``chat``: multi-turn conversations with growing history (``bench/conversation_trace.py``):
   shared system prompts, sometimes a document, turns that extend each other.
 - ``agents``: tool-using agents. ``--agent-types`` agent kinds (Zipf popularity), each with a
-  system prompt plus tool definitions (lognormal, median 8k tokens, 2k-30k); a task runs
-  ``--steps`` steps on average (geometric): each step is one model call whose prompt is everything
-  so far; its output is a short tool call (20-300 tokens) and the tool's result (lognormal, median
-  600 tokens, 50-8k) joins the history after ``--tool-s`` seconds on average.
-- ``documents``: many users over a few long documents. ``--documents`` documents (lognormal, median
-  20k tokens, 5k-60k; Zipf popularity) behind one of 5 system prompts; each session asks 1-4
-  questions (a follow-up extends the previous question and answer), questions 30-600 tokens.
+  system prompt plus tool definitions (lognormal, median 8k tokens, 2k-30k); ``--sessions`` tasks
+  (600) run ``--steps`` steps on average (geometric): each step is one model call whose prompt is
+  everything so far; its output is a short tool call (20-300 tokens) and the tool's result
+  (lognormal, median 600 tokens, 50-8k) joins the history after ``--tool-s`` seconds on average.
+- ``documents``: many users over a few long documents. ``--sessions`` users (1500), ``--documents``
+  documents (100; lognormal, median 20k tokens, 5k-60k; Zipf popularity) behind one of 5 system
+  prompts; each user asks 1-4 questions (a follow-up extends the previous question and answer),
+  questions 30-600 tokens.
 
-Sessions start at random over ``--duration-s``. Block ids are prefix-chained per 512-token block.
+Sessions start at random over ``--duration-s`` (by default 300 s for chat, 200 s for agents and
+120 s for documents: sized so that 8 simulated workers of 10k prefill tokens/s, at the hit rate a
+pooled 8M-token cache gets, spend a fifth to a third of their time prefilling, as on the shared
+synthetic trace; at lower load routing hardly matters). Block ids are prefix-chained per 512-token
+block.
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ def generate_documents(args: argparse.Namespace) -> list[Record]:
     return sorted(records, key=lambda r: r["timestamp"])  # type: ignore[arg-type,return-value]
 
 
+DURATION_S = {"chat": 300.0, "agents": 200.0, "documents": 120.0}
 SHAPES: dict[str, Callable[[argparse.Namespace], list[Record]]] = {
     "chat": generate_chat,  # type: ignore[dict-item]
     "agents": generate_agents,
@@ -89,18 +95,20 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--shape", choices=sorted(SHAPES), required=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--duration-s", type=float, default=900.0)
-    parser.add_argument("--sessions", type=int, default=600, help="agent tasks or document users")
+    parser.add_argument("--duration-s", type=float, help="sessions start over this time (see above)")
+    parser.add_argument("--sessions", type=int, help="agent tasks (600) or document users (1500)")
     parser.add_argument("--conversations", type=int, default=1200, help="chat: conversations")
     parser.add_argument("--system-prompts", type=int, default=20, help="chat: shared system prompts")
     parser.add_argument("--agent-types", type=int, default=12, help="agents: kinds of agent")
     parser.add_argument("--steps", type=float, default=10.0, help="agents: mean steps per task")
     parser.add_argument("--tool-s", type=float, default=2.0, help="agents: mean tool time per step")
-    parser.add_argument("--documents", type=int, default=40, help="documents (chat: 50 by default)")
+    parser.add_argument("--documents", type=int, help="documents (100; chat: 50)")
     parser.add_argument("--think-s", type=float, default=20.0, help="mean pause before a follow-up")
     args = parser.parse_args()
-    if args.shape == "chat" and args.documents == 40:
-        args.documents = 50
+    args.documents = args.documents or (50 if args.shape == "chat" else 100)
+    args.sessions = args.sessions or (600 if args.shape == "agents" else 1500)
+    if args.duration_s is None:
+        args.duration_s = DURATION_S[args.shape]
     records = SHAPES[args.shape](args)
     if not records:
         parser.error("the trace came out empty: raise --sessions or --conversations")
