@@ -15,13 +15,20 @@ class RoutingConfig:
     ``kv_pressure_penalty`` x; a worker whose wait exceeds ``hot_spot_factor`` x the mean (and at
     least ``hot_spot_floor_s``) is skipped while others are not. A choice is scored by its TTFT plus
     ``compute_weight`` x the prefill seconds it adds to the cluster: recomputing a prefix that is
-    cached elsewhere is not free even when that worker is idle, because the compute delays others.
+    cached elsewhere is not free even when that worker is idle. The default 2 counts it twice: the
+    compute delays the requests behind it, and the second copy takes cache room that evicts
+    another prefix (measured over four trace shapes and three seeds, ``bench/sim_policies.py``: 1
+    loses hit rate to needless copies, 3 lengthens the tail of agent traces).
     Defaults are for an H100-class GPU serving a 7-8B model.
 
     Near-ties: choices scored within ``near_tie_ratio`` x the best score plus ``near_tie_s`` of it
-    are ranked with a random handicap of up to that window (fixed per request, the home worker
-    none), so gateway replicas that share one view of the fleet do not all pick the same worker
-    before its next load report shows their requests.
+    are ranked with a handicap of up to that window (the home worker none), so gateway replicas
+    that share one view of the fleet do not all pick the same worker before its next load report
+    shows their requests. The handicap blends a draw fixed per request with, at
+    ``placement_weight``, the worker's share of the new content this router placed lately
+    (decayed with ``placement_half_life_s``) times the share of the prompt the choice would place
+    as new: new content spreads over the workers that took the least of it, as future requests
+    follow content to where it was computed.
 
     Prefix affinity (SGLang cache-aware style): balance by load when max-min load >
     ``balance_abs_threshold`` and max > ``balance_rel_threshold`` x min; else take the longest match
@@ -29,7 +36,7 @@ class RoutingConfig:
     """
 
     prefill_tokens_per_s: float = 10_000.0
-    compute_weight: float = 1.0
+    compute_weight: float = 2.0
     swap_in_cost_ratio: float = 0.1
     decode_step_s: float = 0.002
     kv_pressure_threshold: float = 0.9
@@ -38,6 +45,8 @@ class RoutingConfig:
     hot_spot_floor_s: float = 10.0
     near_tie_ratio: float = 0.1
     near_tie_s: float = 0.0
+    placement_weight: float = 0.5
+    placement_half_life_s: float = 60.0
     cache_threshold: float = 0.5
     balance_abs_threshold: int = 32
     balance_rel_threshold: float = 1.5
@@ -47,6 +56,10 @@ class RoutingConfig:
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive")
+        if not 0 <= self.placement_weight <= 1:
+            raise ValueError("placement_weight must be in [0, 1]")
+        if self.placement_half_life_s <= 0:
+            raise ValueError("placement_half_life_s must be positive")
         for name in ("compute_weight", "near_tie_ratio", "near_tie_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")

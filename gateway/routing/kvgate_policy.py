@@ -150,11 +150,16 @@ class KvgatePolicy:
     def _rank(
         self, f: tuple[int, float, int], request: RouteRequest | GroupedRequest, n: int, window: float
     ) -> tuple[float, int, bool, int]:
-        """Score plus a handicap drawn per request in [0, window) (none for the home worker), then
-        the longest reuse, the home worker, a rotation by ``request_key``."""
+        """Score plus a handicap in [0, window) (none for the home worker), then the longest reuse,
+        the home worker, a rotation by ``request_key``. The handicap blends a draw fixed per
+        request (weight 1 - ``placement_weight``) with the worker's share of recent new content
+        times the share of the prompt it would place there as new (weight ``placement_weight``):
+        near-tied placements of new content go where little new content went lately."""
         i, score, reused = f
         away = request.candidates[i].worker_id != request.home
-        handicap = unit(request.request_key, i) * window if away else 0.0
+        beta = self.config.placement_weight if request.placed else 0.0
+        placed = request.placed[i] * (1 - reused / max(request.prompt_tokens, 1)) if beta else 0.0
+        handicap = ((1 - beta) * unit(request.request_key, i) + beta * placed) * window if away else 0.0
         return (round(score + handicap, 9), -reused, away, (i - request.request_key) % n)  # 9: TIE_S
 
 

@@ -4,6 +4,12 @@ Concurrent requests of one burst all look the index up before any of them has wr
 pending entry; the decisions themselves are synchronous, so a process-local record made at
 decision time keeps the burst together within one gateway (the index's pending entries do the same
 across gateways, a round trip later).
+
+An entry lasts the TTL after the time its request is expected to wait in the worker's queue: a
+prompt queued behind others is still going to be computed there, and the next request that shares
+it should follow it rather than compute it a second time elsewhere. Each worker keeps its own
+entries, so a shared opening (a system prompt) routed to several workers does not hide the pending
+run of any of them.
 """
 
 from __future__ import annotations
@@ -17,38 +23,48 @@ from kvgate.proto.ids import ChunkHash, Tier, WorkerId
 
 
 class LocalPending:
-    """chunk hash -> (worker, deadline) of the latest decision, for ``ttl_s`` seconds."""
+    """(chunk hash, worker) -> deadline of the latest decision that sent the chunk there."""
 
     def __init__(self, ttl_s: float, monotonic: Callable[[], float] = time.monotonic) -> None:
         self._ttl_s = ttl_s
         self._now = monotonic
-        self._entries: OrderedDict[ChunkHash, tuple[WorkerId, float]] = OrderedDict()
+        self._entries: OrderedDict[tuple[ChunkHash, WorkerId], float] = OrderedDict()
+        self._workers: dict[ChunkHash, set[WorkerId]] = {}
 
-    def record(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
-        """Remembers that ``hashes`` were just routed to ``worker_id``; drops expired entries."""
+    def record(self, hashes: Sequence[ChunkHash], worker_id: WorkerId, wait_s: float = 0.0) -> None:
+        """Remembers that ``hashes`` were just routed to ``worker_id``, for the TTL after the
+        ``wait_s`` the request is expected to wait before they are computed; drops expired entries
+        (from the oldest, up to the first that has not expired)."""
         now = self._now()
-        deadline = now + self._ttl_s
+        deadline = now + self._ttl_s + max(wait_s, 0.0)
         for h in hashes:
-            self._entries[h] = (worker_id, deadline)
-            self._entries.move_to_end(h)
-        while self._entries and next(iter(self._entries.values()))[1] <= now:
-            self._entries.popitem(last=False)
+            key = (h, worker_id)
+            self._entries[key] = deadline
+            self._entries.move_to_end(key)
+            self._workers.setdefault(h, set()).add(worker_id)
+        while self._entries and next(iter(self._entries.values())) <= now:
+            (h, worker), _ = self._entries.popitem(last=False)
+            holders = self._workers[h]
+            holders.discard(worker)
+            if not holders:
+                del self._workers[h]
 
     def merge(self, lookup: LookupResult, hashes: Sequence[ChunkHash]) -> LookupResult:
-        """``lookup`` with each worker's run extended by its local pending chunks (as PENDING)."""
+        """``lookup`` with each worker's run extended by its unexpired local entries (as PENDING):
+        from the end of what the index shows it holding, chunk by chunk while it has one."""
         now = self._now()
-        runs: dict[WorkerId, int] = {}
-        for i, h in enumerate(hashes):
-            entry = self._entries.get(h)
-            if entry is None or entry[1] <= now or runs.get(entry[0], 0) != i:
-                break  # a chain's decisions are one worker's; the first gap ends every local run
-            runs[entry[0]] = i + 1
+        seen: set[WorkerId] = set()
+        for h in hashes:
+            seen.update(self._workers.get(h, ()))
         longer: dict[WorkerId, str] = {}
-        for worker, length in runs.items():
+        for worker in seen:
             match = lookup.match_for(worker)
             known = match.tiers if match is not None else ""
-            if length > len(known):
-                longer[worker] = known + Tier.PENDING.value * (length - len(known))
+            end = len(known)
+            while end < len(hashes) and self._entries.get((hashes[end], worker), 0.0) > now:
+                end += 1
+            if end > len(known):
+                longer[worker] = known + Tier.PENDING.value * (end - len(known))
         return lookup.with_runs(longer)
 
     def __len__(self) -> int:

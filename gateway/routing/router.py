@@ -20,6 +20,7 @@ from kvgate.gateway.routing.fleet import Fleet, FleetView
 from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.learned import LearnedHoldings
 from kvgate.gateway.routing.local_pending import LocalPending
+from kvgate.gateway.routing.placed import PlacedContent
 from kvgate.gateway.routing.presumption import HomePresumption, presume_home
 from kvgate.gateway.routing.types import (
     Candidate,
@@ -68,6 +69,8 @@ class Router:
         self._clock = clock
         self._local = LocalPending(pending_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
         self._learned = LearnedHoldings(kv_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
+        half_life = getattr(getattr(policy, "config", None), "placement_half_life_s", 60.0)
+        self._placed = PlacedContent(half_life, monotonic=lambda: clock.now_ms() / 1000)
         self._block_tokens = block_tokens
         self._branches = PrefixBranches()  # recorded while some worker is not followed
         self._presumption = HomePresumption() if presumption is None else presumption
@@ -99,8 +102,9 @@ class Router:
         ticket = next(self._tickets)
         uncached = prompt_tokens - decision.predicted_cached_tokens
         self._inflight.setdefault(decision.worker_id, {})[ticket] = (self._clock.now_ms(), uncached)
+        self._placed.add(decision.worker_id, uncached)
         self._fleet.touch(decision.worker_id)
-        self._local.record(hashes, decision.worker_id)
+        self._local.record(hashes, decision.worker_id, decision.estimated_ttft_s or 0.0)
         if self._learning_policy is not None:
             now_ms = self._clock.now_ms()
             self._learning_policy.learn(tuple(hashes), prompt_tokens, decision.worker_id, now_ms)
@@ -182,6 +186,7 @@ class Router:
     def forget(self, worker_id: WorkerId) -> None:
         """Drops what this router learned of ``worker_id``'s holdings (its call failed)."""
         self._learned.forget(worker_id)
+        self._placed.forget(worker_id)
 
     async def _lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult | None:
         try:
@@ -206,7 +211,10 @@ class Router:
                            for c in fleet.candidates)  # fmt: skip
         seq = next(self._seq)
         chunks = tuple(hashes) if self._learning_policy is not None else ()
-        return RouteRequest(prompt_tokens, self._chunk_size, candidates, seq, request_key, *home, chunks)
+        placed = self._placed.shares([c.worker_id for c in candidates])
+        return RouteRequest(
+            prompt_tokens, self._chunk_size, candidates, seq, request_key, *home, chunks, placed
+        )
 
     def _grouped(
         self,
@@ -216,9 +224,10 @@ class Router:
         request_key: int,
         home: tuple[WorkerId | None, bool],
     ) -> GroupedRequest:
+        placed = self._placed.shares([c.worker_id for c in fleet.candidates])
         return GroupedRequest(
             prompt_tokens, self._chunk_size, fleet.candidates, fleet.position, fleet.queue_s, lookup.cohorts,
-            next(self._seq), request_key, *home,
+            next(self._seq), request_key, *home, placed,
         )  # fmt: skip
 
     def _home(

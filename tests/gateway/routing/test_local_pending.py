@@ -28,9 +28,21 @@ def test_recorded_chunks_extend_a_run_as_pending_and_expire() -> None:
     assert len(local) == 1
 
 
-def test_a_later_decision_for_a_shared_chunk_wins() -> None:
+def test_each_worker_keeps_its_own_pending_run_through_a_shared_opening() -> None:
     local = LocalPending(ttl_s=2, monotonic=FakeMonotonic(100.0))
     local.record(chain(0, 1), A)
     local.record(chain(0, 5), B)  # same first chunk, routed to B afterwards
     merged = local.merge(LookupResult(2, {}), chain(0, 1))
-    assert {w: m.tiers for w, m in merged.matches.items()} == {B: "P"}
+    assert {w: m.tiers for w, m in merged.matches.items()} == {A: "PP", B: "P"}
+
+
+def test_an_entry_lasts_the_expected_wait_then_the_ttl() -> None:
+    clock = FakeMonotonic(100.0)
+    local = LocalPending(ttl_s=2, monotonic=clock)
+    local.record(chain(0, 1), A, wait_s=10)
+    clock.now += 11.5
+    assert local.merge(LookupResult(2, {}), chain(0, 1)).matches[A].tiers == "PP"
+    clock.now += 1
+    assert local.merge(LookupResult(2, {}), chain(0, 1)).matches == {}
+
+

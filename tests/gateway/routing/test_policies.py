@@ -265,7 +265,7 @@ def test_an_exact_tie_goes_to_the_longer_reuse(key: int) -> None:
     twice the 512 tokens' prefill, as TTFT and as compute), so both score alike; with near-ties off,
     the longer reuse wins whatever the request key."""
     candidates = (cand("b", "GGGG"), cand("a", "GGGGGGGG", waiting=1024))
-    config = RoutingConfig(near_tie_ratio=0.0, decode_step_s=0.0)
+    config = RoutingConfig(near_tie_ratio=0.0, decode_step_s=0.0, compute_weight=1.0)
     decision = get_policy("kvgate", config).choose(RouteRequest(16 * CHUNK, CHUNK, candidates, 0, key))
     assert (decision.worker_id, decision.predicted_cached_tokens) == ("a", 8 * CHUNK)
 

@@ -104,3 +104,33 @@ async def test_an_unavailable_index_falls_back_to_load(index: PrefixIndex) -> No
     assert all(r.decision.predicted_cached_tokens == 0 for r in routed)
     assert len({r.decision.worker_id for r in routed}) == 4  # least loaded, counting in-flight work
     await down.close()
+
+
+async def test_a_prompt_queued_behind_a_long_wait_stays_pending_for_the_next_request() -> None:
+    """Both workers have 5 s of queued prefill: the first request's chunks are pending on its
+    worker until well after the 2 s pending TTL, so a request sharing them 4 s later follows it
+    instead of computing them again on the other worker."""
+    from kvgate.common.clock import ManualClock
+    from kvgate.proto.workers import WorkerLoad
+
+    clock = ManualClock()
+    index = MemoryPrefixIndex(IndexSettings(), clock)
+    busy = WorkerLoad(waiting_prefill_tokens=50_000, gpu_blocks_total=10_000, gpu_blocks_free=10_000)
+    for worker in WORKERS[:2]:
+        await index.register(info(worker), busy)
+    router = Router(index, get_policy("kvgate"), get_policy("least_loaded"), CHUNK, 2, clock)
+    document = prompt(7, 64 * CHUNK)
+    first = await router.route(chunk_hashes(document, ROOT, CHUNK), len(document), await index.workers(), 1)
+    clock.advance(4)
+    for worker in WORKERS[:2]:
+        await index.heartbeat(worker, info(worker).epoch, busy)
+    follow = np.concatenate([document, prompt(8, 2 * CHUNK)])
+    hashes = chain_of(follow)
+    for key in range(2, 10):
+        routed = await router.preview(hashes, len(follow), await index.workers(), key)
+        assert routed.decision.worker_id == first.decision.worker_id
+        assert routed.decision.predicted_cached_tokens == 64 * CHUNK
+
+
+def chain_of(tokens: np.ndarray) -> list:
+    return chunk_hashes(tokens, ROOT, CHUNK)
