@@ -134,3 +134,32 @@ async def test_a_prompt_queued_behind_a_long_wait_stays_pending_for_the_next_req
 
 def chain_of(tokens: np.ndarray) -> list:
     return chunk_hashes(tokens, ROOT, CHUNK)
+
+
+async def test_pending_hints_cover_only_the_chunks_the_chosen_worker_will_compute() -> None:
+    """Each hint is a write to the shared index (a Redis call): the chunks the worker already holds
+    are not written again, only the run it is about to compute."""
+    from kvgate.common.clock import ManualClock
+    from kvgate.proto.events import EventBatch, KVEvent
+    from kvgate.proto.ids import SeqNo, Tier
+
+    class Recording(MemoryPrefixIndex):
+        def __init__(self, *args: object) -> None:
+            super().__init__(*args)  # type: ignore[arg-type]
+            self.hinted: list[int] = []
+
+        async def add_pending(self, hashes, worker_id):  # type: ignore[no-untyped-def]
+            self.hinted.append(len(hashes))
+            await super().add_pending(hashes, worker_id)
+
+    clock = ManualClock()
+    index = Recording(IndexSettings(), clock)
+    await index.register(info(WORKERS[0]), LOAD.__class__())
+    hashes = chunk_hashes(prompt(3, 8 * CHUNK), ROOT, CHUNK)
+    held = tuple(KVEvent.stored(h, Tier.GPU, clock.now_ms() + 60_000) for h in hashes[:5])
+    assert (await index.apply(EventBatch(WORKERS[0], info(WORKERS[0]).epoch, SeqNo(1), held))).ok
+    router = Router(index, get_policy("kvgate"), get_policy("least_loaded"), CHUNK, 2, clock)
+    routed = await router.route(hashes, 8 * CHUNK, await index.workers(), request_key=1)
+    await router.drain()
+    assert routed.decision.matched_chunks == 5
+    assert index.hinted == [3]
