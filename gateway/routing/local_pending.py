@@ -21,28 +21,37 @@ from collections.abc import Callable, Sequence
 from kvgate.index.types import LookupResult
 from kvgate.proto.ids import ChunkHash, Tier, WorkerId
 
+MAX_WAIT_S = 30.0  # an expected wait longer than this keeps an entry no longer (the queue may not be)
+MAX_ENTRIES = 500_000  # past this, the least recently recorded entries go first (bounded memory)
+
 
 class LocalPending:
     """(chunk hash, worker) -> deadline of the latest decision that sent the chunk there."""
 
-    def __init__(self, ttl_s: float, monotonic: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, ttl_s: float, monotonic: Callable[[], float] = time.monotonic, max_entries: int = MAX_ENTRIES
+    ) -> None:
         self._ttl_s = ttl_s
+        self._max_entries = max_entries
         self._now = monotonic
         self._entries: OrderedDict[tuple[ChunkHash, WorkerId], float] = OrderedDict()
         self._workers: dict[ChunkHash, set[WorkerId]] = {}
 
     def record(self, hashes: Sequence[ChunkHash], worker_id: WorkerId, wait_s: float = 0.0) -> None:
         """Remembers that ``hashes`` were just routed to ``worker_id``, for the TTL after the
-        ``wait_s`` the request is expected to wait before they are computed; drops expired entries
-        (from the oldest, up to the first that has not expired)."""
+        ``wait_s`` the request is expected to wait before they are computed (at most
+        ``MAX_WAIT_S``); drops expired entries (from the oldest, up to the first that has not
+        expired) and the oldest beyond ``MAX_ENTRIES``."""
         now = self._now()
-        deadline = now + self._ttl_s + max(wait_s, 0.0)
+        deadline = now + self._ttl_s + min(max(wait_s, 0.0), MAX_WAIT_S)
         for h in hashes:
             key = (h, worker_id)
             self._entries[key] = deadline
             self._entries.move_to_end(key)
             self._workers.setdefault(h, set()).add(worker_id)
-        while self._entries and next(iter(self._entries.values())) <= now:
+        while self._entries and (
+            next(iter(self._entries.values())) <= now or len(self._entries) > self._max_entries
+        ):
             (h, worker), _ = self._entries.popitem(last=False)
             holders = self._workers[h]
             holders.discard(worker)

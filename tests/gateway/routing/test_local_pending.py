@@ -46,3 +46,15 @@ def test_an_entry_lasts_the_expected_wait_then_the_ttl() -> None:
     assert local.merge(LookupResult(2, {}), chain(0, 1)).matches == {}
 
 
+
+
+def test_a_long_expected_wait_is_capped_and_the_record_is_bounded() -> None:
+    clock = FakeMonotonic(100.0)
+    local = LocalPending(ttl_s=2, monotonic=clock, max_entries=3)
+    local.record(chain(0, 1), A, wait_s=3_600)  # an hour's queue keeps it 30 s + the TTL, not an hour
+    clock.now += 33
+    assert local.merge(LookupResult(2, {}), chain(0, 1)).matches == {}
+    local.record(chain(5, 6), B)
+    local.record(chain(7, 8), B)  # 4 entries over the bound of 3: the oldest goes
+    assert len(local) == 3
+    assert local.merge(LookupResult(2, {}), chain(7, 8)).matches[B].tiers == "PP"
