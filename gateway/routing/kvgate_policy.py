@@ -157,8 +157,10 @@ class KvgatePolicy:
         near-tied placements of new content go where little new content went lately."""
         i, score, reused = f
         away = request.candidates[i].worker_id != request.home
-        beta = self.config.placement_weight if request.placed else 0.0
-        placed = request.placed[i] * (1 - reused / max(request.prompt_tokens, 1)) if beta else 0.0
+        shares = request.placed
+        beta = self.config.placement_weight if shares is not None else 0.0
+        share = shares(request.candidates[i].worker_id) if shares is not None and beta else 0.0
+        placed = share * (1 - reused / max(request.prompt_tokens, 1))
         handicap = ((1 - beta) * unit(request.request_key, i) + beta * placed) * window if away else 0.0
         return (round(score + handicap, 9), -reused, away, (i - request.request_key) % n)  # 9: TIE_S
 

@@ -10,7 +10,7 @@ took little has room to take more. This is the router's own record, decayed with
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from kvgate.proto.ids import WorkerId
 
@@ -21,8 +21,9 @@ class PlacedContent:
     """Decayed sums of uncached prompt tokens routed, per worker.
 
     Every sum decays at the same rate, so their ratios do not change between additions: a token
-    added at ``t`` is stored with weight ``exp(rate x (t - base))``, and shares are ratios of the
-    stored sums, with no decay to compute per worker on a lookup."""
+    added at ``t`` is stored with weight ``exp(rate x (t - base))``, and a share is the ratio of two
+    stored sums (the worker's and the largest, kept up to date): O(1) per lookup, no decay to
+    compute."""
 
     def __init__(self, half_life_s: float, monotonic: Callable[[], float]) -> None:
         if half_life_s <= 0:
@@ -31,6 +32,7 @@ class PlacedContent:
         self._now = monotonic
         self._base = monotonic()
         self._sums: dict[WorkerId, float] = {}
+        self._top = 0.0
 
     def add(self, worker_id: WorkerId, tokens: int) -> None:
         if tokens <= 0:
@@ -39,15 +41,16 @@ class PlacedContent:
         if growth > _REBASE:
             scale = math.exp(-growth)
             self._sums = {w: s * scale for w, s in self._sums.items() if s * scale > 1e-12}
+            self._top = max(self._sums.values(), default=0.0)
             self._base, growth = self._now(), 0.0
-        self._sums[worker_id] = self._sums.get(worker_id, 0.0) + tokens * math.exp(growth)
+        total = self._sums[worker_id] = self._sums.get(worker_id, 0.0) + tokens * math.exp(growth)
+        self._top = max(self._top, total)
 
-    def shares(self, workers: Sequence[WorkerId]) -> tuple[float, ...]:
-        """Each worker's decayed sum over the largest among ``workers`` (0.0 to 1.0; all 0.0 when
-        none took any)."""
-        sums = [self._sums.get(w, 0.0) for w in workers]
-        top = max(sums, default=0.0)
-        return tuple(s / top for s in sums) if top > 0 else (0.0,) * len(sums)
+    def share(self, worker_id: WorkerId) -> float:
+        """The worker's decayed sum over the largest any worker has (0.0 to 1.0; 0.0 when none
+        took any)."""
+        return self._sums.get(worker_id, 0.0) / self._top if self._top > 0 else 0.0
 
     def forget(self, worker_id: WorkerId) -> None:
-        self._sums.pop(worker_id, None)
+        if self._sums.pop(worker_id, None) is not None:
+            self._top = max(self._sums.values(), default=0.0)

@@ -211,9 +211,8 @@ class Router:
                            for c in fleet.candidates)  # fmt: skip
         seq = next(self._seq)
         chunks = tuple(hashes) if self._learning_policy is not None else ()
-        placed = self._placed.shares([c.worker_id for c in candidates])
         return RouteRequest(
-            prompt_tokens, self._chunk_size, candidates, seq, request_key, *home, chunks, placed
+            prompt_tokens, self._chunk_size, candidates, seq, request_key, *home, chunks, self._placed.share
         )
 
     def _grouped(
@@ -224,10 +223,9 @@ class Router:
         request_key: int,
         home: tuple[WorkerId | None, bool],
     ) -> GroupedRequest:
-        placed = self._placed.shares([c.worker_id for c in fleet.candidates])
         return GroupedRequest(
             prompt_tokens, self._chunk_size, fleet.candidates, fleet.position, fleet.queue_s, lookup.cohorts,
-            next(self._seq), request_key, *home, placed,
+            next(self._seq), request_key, *home, self._placed.share,
         )  # fmt: skip
 
     def _home(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
@@ -47,8 +48,8 @@ class RouteRequest:
     per request (random choices stay reproducible); ``home`` is the prompt_cache_key's worker
     (``home_pinned``: taken when nothing is cached anywhere) or a soft home (it wins near-ties only);
     ``chunks`` are the prompt's chunk hashes, for policies that keep a prefix record of their own
-    (:class:`LearningPolicy`; empty where the caller has none); ``placed[i]`` is the share of recent
-    new content ``candidates[i]`` took, relative to the most any took (0 to 1; empty: none known)."""
+    (:class:`LearningPolicy`; empty where the caller has none); ``placed(worker)`` is the share of
+    recent new content the worker took, relative to the most any took (0 to 1; None: not known)."""
 
     prompt_tokens: TokenCount
     chunk_size: int
@@ -58,7 +59,7 @@ class RouteRequest:
     home: WorkerId | None = None
     home_pinned: bool = True
     chunks: tuple[ChunkHash, ...] = ()
-    placed: tuple[float, ...] = ()
+    placed: Callable[[WorkerId], float] | None = None
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -129,7 +130,7 @@ class GroupedRequest:
     request_key: int = 0
     home: WorkerId | None = None
     home_pinned: bool = True
-    placed: tuple[float, ...] = ()
+    placed: Callable[[WorkerId], float] | None = None
 
 
 @runtime_checkable

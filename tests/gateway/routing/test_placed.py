@@ -14,16 +14,20 @@ from tests.support.fake_clock import FakeMonotonic
 A, B, C = WorkerId("a"), WorkerId("b"), WorkerId("c")
 
 
+def shares(placed: PlacedContent, *workers: WorkerId) -> tuple[float, ...]:
+    return tuple(placed.share(w) for w in workers)
+
+
 def test_shares_are_decayed_sums_over_the_largest() -> None:
     clock = FakeMonotonic(100.0)
     placed = PlacedContent(half_life_s=10, monotonic=clock)
-    assert placed.shares([A, B]) == (0.0, 0.0)
+    assert shares(placed, A, B) == (0.0, 0.0)
     placed.add(A, 1000)
     clock.now += 10  # A's 1,000 are worth 500 now
     placed.add(B, 1000)
-    assert placed.shares([A, B, C]) == pytest.approx((0.5, 1.0, 0.0))
+    assert shares(placed, A, B, C) == pytest.approx((0.5, 1.0, 0.0))
     placed.forget(B)
-    assert placed.shares([A, B]) == pytest.approx((1.0, 0.0))
+    assert shares(placed, A, B) == pytest.approx((1.0, 0.0))
 
 
 def test_shares_survive_rebasing_after_a_long_run() -> None:
@@ -33,10 +37,10 @@ def test_shares_survive_rebasing_after_a_long_run() -> None:
     clock.now += 1_000  # far past the point where the stored weights are scaled back
     placed.add(B, 100)
     placed.add(A, 100)
-    assert placed.shares([A, B]) == pytest.approx((1.0, 1.0))
+    assert shares(placed, A, B) == pytest.approx((1.0, 1.0))
     clock.now += 1
     placed.add(B, 100)
-    assert placed.shares([A, B]) == pytest.approx((50 / 150, 1.0))  # A: 50 left; B: 50 + 100
+    assert shares(placed, A, B) == pytest.approx((50 / 150, 1.0))  # A: 50 left; B: 50 + 100
 
 
 @pytest.mark.parametrize("key", range(8))
@@ -44,14 +48,14 @@ def test_a_near_tie_goes_to_the_worker_that_took_the_least_new_content(key: int)
     # a and b are equally idle and hold nothing: a placement; a took all recent new content
     candidates = (cand("a"), cand("b"))
     config = RoutingConfig(placement_weight=1.0)
-    request = RouteRequest(16 * CHUNK, CHUNK, candidates, 0, key, placed=(1.0, 0.0))
+    request = RouteRequest(16 * CHUNK, CHUNK, candidates, 0, key, placed={A: 1.0, B: 0.0}.__getitem__)
     assert get_policy("kvgate", config).choose(request).worker_id == "b"
 
 
 def test_placement_never_overrides_a_clearly_better_choice() -> None:
     # a holds the whole prompt: outside any near-tie window of b, whatever a took lately
     candidates = (cand("a", "G" * 16), cand("b"))
-    request = RouteRequest(16 * CHUNK, CHUNK, candidates, 0, 3, placed=(1.0, 0.0))
+    request = RouteRequest(16 * CHUNK, CHUNK, candidates, 0, 3, placed={A: 1.0, B: 0.0}.__getitem__)
     assert get_policy("kvgate", RoutingConfig(placement_weight=1.0)).choose(request).worker_id == "a"
 
 
