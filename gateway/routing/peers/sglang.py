@@ -9,10 +9,12 @@ worker's tree. A background task trims each worker's tree to ``max_tree_size`` e
 ``eviction_interval_secs`` (LRU leaves first). Load is the router's count of requests in flight on a
 worker; here the worker's running + queued requests, which is the same count one load report later.
 
-Defaults are the router's command-line defaults (what ``python -m sglang_router.launch_router``
-runs with): cache threshold 0.3, balance thresholds 64 and 1.5, eviction every 120 s, trees of
-2^26 characters (counted here at 4 characters per token). The tree holds text characters; here
-chunks of ``chunk_size`` tokens, the granularity every policy in the simulator sees.
+Defaults are the SGLang Model Gateway's command-line defaults (what a deployment started from
+the command line runs with): cache threshold 0.3, balance thresholds 64 and 1.5, eviction every
+120 s, trees of 2^26 characters (counted here at 4 characters per token). The library's own
+``CacheAwareConfig`` defaults differ (0.5, 32, 1.1, 30 s, 10,000), as did older router releases.
+The tree holds text characters; here chunks of ``chunk_size`` tokens, the granularity every policy
+in the simulator sees.
 """
 
 from __future__ import annotations
