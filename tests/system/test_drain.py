@@ -93,12 +93,14 @@ async def streams_under_way(where: Listening) -> tuple[asyncio.Task, asyncio.Tas
 
 
 async def refused(where: Listening) -> None:
-    """Returns once a new HTTP connection is refused (fails the test if that takes 10 s)."""
+    """Returns once a new HTTP request is refused (fails the test if that takes 10 s): the connection
+    is refused, or -- when it was accepted in the instant the listener closed -- closed without an
+    answer. A request that is answered is not refused, whatever the answer."""
     async with asyncio.timeout(10), httpx.AsyncClient(timeout=5) as http:
         while True:
             try:
                 await http.get(f"http://127.0.0.1:{where.port}/health")
-            except httpx.ConnectError:
+            except (httpx.ConnectError, httpx.ReadError, httpx.RemoteProtocolError):
                 return
             await asyncio.sleep(0.05)
 
