@@ -14,6 +14,12 @@ def predicted_tokens(candidate: Candidate, request: RouteRequest) -> int:
     return min(candidate.matched_chunks * request.chunk_size, request.prompt_tokens)
 
 
+def requests_on(candidate: Candidate) -> int:
+    """The load figure request-counting routers balance (SGLang's, Ray Serve's): requests on the
+    worker, running or queued."""
+    return candidate.load.running_seqs + candidate.load.waiting_seqs
+
+
 def decide(candidate: Candidate, request: RouteRequest, reason: RouteReason) -> RouteDecision:
     return RouteDecision(
         candidate.worker_id, reason, predicted_tokens(candidate, request), candidate.matched_chunks

@@ -4,14 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from kvgate.gateway.routing.baselines import decide
+from kvgate.gateway.routing.baselines import decide, requests_on
 from kvgate.gateway.routing.config import RoutingConfig
-from kvgate.gateway.routing.types import Candidate, RouteDecision, RouteReason, RouteRequest
-
-
-def _requests(candidate: Candidate) -> int:
-    """SGLang's load figure: requests running or queued on the worker."""
-    return candidate.load.running_seqs + candidate.load.waiting_seqs
+from kvgate.gateway.routing.types import RouteDecision, RouteReason, RouteRequest
 
 
 @dataclass(frozen=True)
@@ -24,11 +19,11 @@ class PrefixAffinity:
     name: str = "prefix_affinity"
 
     def choose(self, request: RouteRequest) -> RouteDecision:
-        loads = [_requests(c) for c in request.candidates]
+        loads = [requests_on(c) for c in request.candidates]
         lo, hi = min(loads), max(loads)
         cfg = self.config
         if hi - lo > cfg.balance_abs_threshold and hi > cfg.balance_rel_threshold * lo:
-            return decide(min(request.candidates, key=_requests), request, RouteReason.LOAD_BALANCED)
+            return decide(min(request.candidates, key=requests_on), request, RouteReason.LOAD_BALANCED)
         best = max(request.candidates, key=lambda c: c.matched_chunks)
         covered = best.matched_chunks * request.chunk_size / max(request.prompt_tokens, 1)
         if best.matched_chunks and covered > cfg.cache_threshold:

@@ -107,7 +107,7 @@ class Router:
         self._local.record(hashes, decision.worker_id, decision.estimated_ttft_s or 0.0)
         if self._learning_policy is not None:
             now_ms = self._clock.now_ms()
-            self._learning_policy.learn(tuple(hashes), prompt_tokens, decision.worker_id, now_ms)
+            self._learning_policy.learn(tuple(hashes), decision.worker_id, now_ms)
         unfollowed = self._fleet.current(workers).unfollowed
         if (blocks := unfollowed.get(decision.worker_id)) is not None:
             self._learned.record(hashes, decision.worker_id, blocks * self._block_tokens // self._chunk_size)

@@ -106,12 +106,10 @@ class RoutingPolicy(Protocol):
 class LearningPolicy(RoutingPolicy, Protocol):
     """A policy with a record of its own, built from the requests it routed (as a peer router's
     approximate prefix tree is): ``choose`` reads the record, never changes it; the router calls
-    :meth:`learn` once per request actually routed (not for previews), with its chunk hashes, its
-    prompt length, the worker it went to and the router's clock."""
+    :meth:`learn` once per request actually routed (not for previews), with its chunk hashes, the
+    worker it went to and the router's clock."""
 
-    def learn(
-        self, chunks: tuple[ChunkHash, ...], prompt_tokens: TokenCount, worker_id: WorkerId, now_ms: int
-    ) -> None: ...
+    def learn(self, chunks: tuple[ChunkHash, ...], worker_id: WorkerId, now_ms: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvgate.gateway.routing.baselines import decide
+from kvgate.gateway.routing.baselines import decide, requests_on
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.jitter import unit
 from kvgate.gateway.routing.peers.routed_tree import RoutedTree
-from kvgate.gateway.routing.peers.sglang import CHARS_PER_TOKEN, requests_in_flight
+from kvgate.gateway.routing.peers.sglang import CHARS_PER_TOKEN
 from kvgate.gateway.routing.types import Candidate, RouteDecision, RouteReason, RouteRequest
 from kvgate.proto.ids import ChunkHash, WorkerId
 from kvgate.proto.layout import DEFAULT_CHUNK_SIZE
-from kvgate.proto.units import TokenCount
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +49,7 @@ class RayServePrefixAffinity:
         self._evicted_ms: int | None = None
 
     def choose(self, request: RouteRequest) -> RouteDecision:
-        queues = [requests_in_flight(c) for c in request.candidates]
+        queues = [requests_on(c) for c in request.candidates]
         if max(queues) - min(queues) > self.params.imbalanced_threshold:
             return decide(_power_of_two(request), request, RouteReason.LOAD_BALANCED)
         runs = self._tree.matches(request.chunks)
@@ -64,7 +63,7 @@ class RayServePrefixAffinity:
         return decide(_shortest(choices, request), request, RouteReason.LOAD_BALANCED)
 
     def learn(
-        self, chunks: tuple[ChunkHash, ...], prompt_tokens: TokenCount, worker_id: WorkerId, now_ms: int
+        self, chunks: tuple[ChunkHash, ...], worker_id: WorkerId, now_ms: int
     ) -> None:
         self._tree.insert(chunks, worker_id)
         p = self.params
@@ -78,7 +77,7 @@ class RayServePrefixAffinity:
 
 def _shortest(choices: list[Candidate], request: RouteRequest) -> Candidate:
     """The choice with the shortest queue; ties drawn by the request's key."""
-    ranked = [(requests_in_flight(c), unit(request.request_key, i), c) for i, c in enumerate(choices)]
+    ranked = [(requests_on(c), unit(request.request_key, i), c) for i, c in enumerate(choices)]
     return min(ranked, key=lambda r: r[:2])[2]
 
 
@@ -88,4 +87,4 @@ def _power_of_two(request: RouteRequest) -> Candidate:
     first = int(unit(request.request_key, 0) * n)
     second = (first + 1 + int(unit(request.request_key, 1) * max(n - 1, 1))) % n
     pair = [request.candidates[first], request.candidates[second]]
-    return min(pair, key=requests_in_flight)
+    return min(pair, key=requests_on)

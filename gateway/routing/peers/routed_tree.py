@@ -10,7 +10,7 @@ recently routed leaves first, as the peers' LRU eviction does.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from kvgate.proto.ids import ChunkHash, WorkerId
 
@@ -61,12 +61,6 @@ class RoutedTree:
                 continue
             while len(lru) > max_chunks:
                 chunk, _ = lru.popitem(last=False)
-                self._drop(chunk, worker)
-
-    def remove(self, workers: Iterable[WorkerId]) -> None:
-        """Forgets the trees of ``workers`` (they left the fleet)."""
-        for worker in workers:
-            for chunk in self._lru.pop(worker, {}):
                 self._drop(chunk, worker)
 
     def _drop(self, chunk: ChunkHash, worker: WorkerId) -> None:

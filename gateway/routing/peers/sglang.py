@@ -21,13 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvgate.gateway.routing.baselines import decide
+from kvgate.gateway.routing.baselines import decide, requests_on
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.peers.routed_tree import RoutedTree
-from kvgate.gateway.routing.types import Candidate, RouteDecision, RouteReason, RouteRequest
+from kvgate.gateway.routing.types import RouteDecision, RouteReason, RouteRequest
 from kvgate.proto.ids import ChunkHash, WorkerId
 from kvgate.proto.layout import DEFAULT_CHUNK_SIZE
-from kvgate.proto.units import TokenCount
 
 CHARS_PER_TOKEN = 4
 
@@ -41,11 +40,6 @@ class SGLangParams:
     max_tree_chars: int = 1 << 26
 
 
-def requests_in_flight(candidate: Candidate) -> int:
-    """The load figure SGLang's and Ray Serve's routers balance: requests on the worker."""
-    return candidate.load.running_seqs + candidate.load.waiting_seqs
-
-
 class SGLangCacheAware:
     """Mutable (its tree); one per gateway, as each SGLang router keeps its own."""
 
@@ -57,11 +51,11 @@ class SGLangCacheAware:
         self._evicted_ms: int | None = None
 
     def choose(self, request: RouteRequest) -> RouteDecision:
-        loads = [requests_in_flight(c) for c in request.candidates]
+        loads = [requests_on(c) for c in request.candidates]
         lo, hi = min(loads), max(loads)
         p = self.params
         if hi - lo > p.balance_abs_threshold and hi > p.balance_rel_threshold * lo:
-            return decide(min(request.candidates, key=requests_in_flight), request, RouteReason.LOAD_BALANCED)
+            return decide(min(request.candidates, key=requests_on), request, RouteReason.LOAD_BALANCED)
         runs = self._tree.matches(request.chunks)
         best = max(request.candidates, key=lambda c: runs.get(c.worker_id, 0))
         matched = min(runs.get(best.worker_id, 0) * request.chunk_size, request.prompt_tokens)
@@ -71,7 +65,7 @@ class SGLangCacheAware:
         return decide(smallest, request, RouteReason.LOAD_BALANCED)
 
     def learn(
-        self, chunks: tuple[ChunkHash, ...], prompt_tokens: TokenCount, worker_id: WorkerId, now_ms: int
+        self, chunks: tuple[ChunkHash, ...], worker_id: WorkerId, now_ms: int
     ) -> None:
         self._tree.insert(chunks, worker_id)
         if self._evicted_ms is None:

@@ -45,7 +45,7 @@ def test_the_tree_matches_leading_runs_per_worker() -> None:
     assert (tree.size(A), tree.size(B), tree.size(C)) == (4, 3, 0)
 
 
-def test_the_tree_evicts_least_recently_routed_leaves_first_and_forgets_removed_workers() -> None:
+def test_the_tree_evicts_least_recently_routed_leaves_first() -> None:
     tree = RoutedTree()
     tree.insert(chain(1, 2, 3), A)
     tree.insert(chain(1, 5), A)  # refreshes chunk 1: the old prompt's leaves are the oldest
@@ -55,9 +55,6 @@ def test_the_tree_evicts_least_recently_routed_leaves_first_and_forgets_removed_
     tree.evict_to(1, above=2)  # 3 > 2 chunks: down to 1
     assert tree.size(A) == 1
     assert tree.matches(chain(1, 5)) == {A: 1}
-    tree.remove([A])
-    assert tree.matches(chain(1)) == {}
-    assert tree.size(A) == 0
 
 
 # -- SGLang cache-aware ----------------------------------------------------------------------------
@@ -65,7 +62,7 @@ def test_the_tree_evicts_least_recently_routed_leaves_first_and_forgets_removed_
 
 def test_sglang_follows_its_tree_above_the_cache_threshold() -> None:
     policy = SGLangCacheAware()
-    policy.learn(chain(1, 2, 3, 4), 4 * CHUNK, B, 0)
+    policy.learn(chain(1, 2, 3, 4), B, 0)
     # 2 of 5 chunks routed to b (40% > 30%): b, though the index shows nothing there and b is busier
     decision = policy.choose(request(chain(1, 2, 7, 8, 9), cand("a"), cand("b", running=5)))
     assert (decision.worker_id, decision.reason) == ("b", RouteReason.CACHE_HIT)
@@ -76,7 +73,7 @@ def test_sglang_follows_its_tree_above_the_cache_threshold() -> None:
 
 def test_sglang_balances_only_when_both_thresholds_are_exceeded() -> None:
     policy = SGLangCacheAware()
-    policy.learn(chain(1, 2, 3, 4), 4 * CHUNK, A, 0)
+    policy.learn(chain(1, 2, 3, 4), A, 0)
     prompt = chain(1, 2, 3, 4)
     # 80 more requests than b, but not 1.5x b's: still the tree's choice
     assert policy.choose(request(prompt, cand("a", running=250), cand("b", running=170))).worker_id == "a"
@@ -87,12 +84,11 @@ def test_sglang_balances_only_when_both_thresholds_are_exceeded() -> None:
 def test_sglang_trims_its_trees_at_the_eviction_interval() -> None:
     # trees of 2 chunks (4 chars per token), trimmed every 10 s
     policy = SGLangCacheAware(params=SGLangParams(eviction_interval_s=10, max_tree_chars=2 * 4 * CHUNK))
-    policy.learn(chain(1, 2, 3, 4), 4 * CHUNK, A, 0)
-    policy.learn(chain(8), CHUNK, B, 9_000)
+    policy.learn(chain(1, 2, 3, 4), A, 0)
+    policy.learn(chain(8), B, 9_000)
     prompt = chain(1, 2, 3, 4)
-    assert policy.choose(request(prompt, cand("a"), cand("b"))).predicted_cached_tokens == 0  # index's view
     assert policy._tree.matches(prompt) == {A: 4}
-    policy.learn(chain(9), CHUNK, B, 10_000)
+    policy.learn(chain(9), B, 10_000)
     assert policy._tree.matches(prompt) == {A: 2}
 
 
@@ -101,9 +97,9 @@ def test_sglang_trims_its_trees_at_the_eviction_interval() -> None:
 
 def test_ray_serve_takes_the_shortest_queue_among_the_longest_matches() -> None:
     policy = RayServePrefixAffinity()
-    policy.learn(chain(1, 2, 3), 3 * CHUNK, A, 0)
-    policy.learn(chain(1, 2, 3), 3 * CHUNK, B, 0)
-    policy.learn(chain(1, 2), 2 * CHUNK, C, 0)
+    policy.learn(chain(1, 2, 3), A, 0)
+    policy.learn(chain(1, 2, 3), B, 0)
+    policy.learn(chain(1, 2), C, 0)
     prompt = chain(1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
     decision = policy.choose(request(prompt, cand("a", running=4), cand("b", running=2), cand("c")))
     assert (decision.worker_id, decision.reason) == ("b", RouteReason.CACHE_HIT)
@@ -111,8 +107,8 @@ def test_ray_serve_takes_the_shortest_queue_among_the_longest_matches() -> None:
 
 def test_ray_serve_sends_weak_matches_to_the_smallest_tree() -> None:
     policy = RayServePrefixAffinity()
-    policy.learn(chain(1, 2, 3, 4, 5), 5 * CHUNK, A, 0)
-    policy.learn(chain(6), CHUNK, B, 0)
+    policy.learn(chain(1, 2, 3, 4, 5), A, 0)
+    policy.learn(chain(6), B, 0)
     prompt = chain(1, *range(20, 31))  # 1 of 12 chunks: under 10%
     decision = policy.choose(request(prompt, cand("a"), cand("b", running=3), cand("c", running=5)))
     assert (decision.worker_id, decision.reason) == ("c", RouteReason.LOAD_BALANCED)  # trees: 5, 1, 0
@@ -120,7 +116,7 @@ def test_ray_serve_sends_weak_matches_to_the_smallest_tree() -> None:
 
 def test_ray_serve_falls_back_to_two_choices_when_queues_differ_by_more_than_the_threshold() -> None:
     policy = RayServePrefixAffinity()
-    policy.learn(chain(1, 2), 2 * CHUNK, A, 0)
+    policy.learn(chain(1, 2), A, 0)
     candidates = (cand("a", running=20), cand("b", running=9), cand("c", running=14))
     picks = Counter(policy.choose(request(chain(1, 2), *candidates, key=k)).worker_id for k in range(200))
     assert set(picks) == {"b", "c"}  # the busiest never: two drawn, the shorter queue taken
@@ -131,7 +127,7 @@ def test_ray_serve_eviction_is_off_by_default_and_trims_large_trees_when_on() ->
     off = RayServePrefixAffinity()
     on = RayServePrefixAffinity(params=RayServeParams(do_eviction=True))
     for policy in (off, on):
-        policy.learn(big, len(big) * CHUNK, A, 0)
+        policy.learn(big, A, 0)
     assert off._tree.size(A) == 1000
     assert on._tree.size(A) == 360_000 // (4 * CHUNK)
 
