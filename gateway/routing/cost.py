@@ -17,14 +17,23 @@ class Estimate:
     prefill_s: float
     swap_in_s: float
     queue_s: float
+    copy_s: float = 0.0  # the part of prefill_s that copies a shared opening other workers hold
 
     @property
     def ttft_s(self) -> float:
         return self.prefill_s + self.swap_in_s + self.queue_s
 
-    def score(self, compute_weight: float) -> float:
+    def score(self, compute_weight: float, copy_weight: float | None = None) -> float:
         """What the kvgate policy minimises: TTFT plus the weighted compute it adds."""
-        return self.ttft_s + compute_weight * (self.prefill_s + self.swap_in_s)
+        return self.ttft_s + self.compute_cost(compute_weight, copy_weight)
+
+    def compute_cost(self, compute_weight: float, copy_weight: float | None = None) -> float:
+        """The compute this choice adds, weighted: ``compute_weight`` per second of prefill and
+        swap-in, of which the seconds that copy a shared opening weigh ``copy_weight`` (default:
+        the same)."""
+        if copy_weight is None or self.copy_s == 0:
+            return compute_weight * (self.prefill_s + self.swap_in_s)
+        return compute_weight * (self.prefill_s + self.swap_in_s - self.copy_s) + copy_weight * self.copy_s
 
 
 def queue_seconds(candidate: Candidate, config: RoutingConfig) -> float:
@@ -38,11 +47,15 @@ def queue_seconds(candidate: Candidate, config: RoutingConfig) -> float:
     return wait
 
 
-def estimate(candidate: Candidate, prompt_tokens: int, chunk_size: int, config: RoutingConfig) -> Estimate:
+def estimate(
+    candidate: Candidate, prompt_tokens: int, chunk_size: int, config: RoutingConfig, shared_tokens: int = 0
+) -> Estimate:
     """The TTFT estimate of sending a ``prompt_tokens`` prompt to ``candidate``.
 
     GPU and pending chunks count as reused (a pending chunk is being computed by an earlier
-    request right now); CPU chunks are reused at ``swap_in_cost_ratio`` of the prefill price.
+    request right now); CPU chunks are reused at ``swap_in_cost_ratio`` of the prefill price. Of the
+    prefill, the tokens of the first ``shared_tokens`` (the opening other prompts share) this
+    worker lacks are the copy (``copy_s``).
     """
     match = candidate.match
     hot = (match.gpu_chunks + match.pending_chunks) * chunk_size if match else 0
@@ -50,10 +63,12 @@ def estimate(candidate: Candidate, prompt_tokens: int, chunk_size: int, config: 
     hot = min(hot, prompt_tokens)
     cold = min(cold, prompt_tokens - hot)
     tps = config.prefill_tokens_per_s
+    copy = max(0, min(shared_tokens, prompt_tokens) - hot - cold)
     return Estimate(
         worker_id=candidate.worker_id,
         reused_tokens=hot + cold,
         prefill_s=(prompt_tokens - hot - cold) / tps,
         swap_in_s=cold * config.swap_in_cost_ratio / tps,
         queue_s=queue_seconds(candidate, config),
+        copy_s=copy / tps,
     )

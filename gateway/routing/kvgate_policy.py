@@ -35,19 +35,40 @@ class KvgatePolicy:
     name: str = "kvgate"
 
     def choose(self, request: RouteRequest) -> RouteDecision:
-        estimates = [
-            estimate(c, request.prompt_tokens, request.chunk_size, self.config) for c in request.candidates
-        ]
-        weight = self.config.compute_weight
+        estimates = self._estimates(request, 0)
+        most = max(e.reused_tokens for e in estimates)
+        shared = self._shared_tokens(request, most)
+        if shared:
+            estimates = self._estimates(request, shared)
+        holders = sum(e.reused_tokens >= shared for e in estimates)
+        weights = self.config.compute_weight, self._copy_weight(request, holders)
         # candidates and estimates share their order: position i is the rotation's and jitter's input
         allowed = {e.worker_id for e in self._not_hot(estimates)}
         scored = [
-            (i, e.score(weight), e.reused_tokens) for i, e in enumerate(estimates) if e.worker_id in allowed
+            (i, e.score(*weights), e.reused_tokens) for i, e in enumerate(estimates) if e.worker_id in allowed
         ]
         home = next((e for e in estimates if e.worker_id == request.home and e.worker_id in allowed), None)
-        most = max(e.reused_tokens for e in estimates)
         cool = any(e.reused_tokens == most and e.worker_id in allowed for e in estimates)
-        return self._decide(estimates[self._pick(scored, request)], home, request, (most, cool))
+        return self._decide(estimates[self._pick(scored, request)], home, request, (most, cool), weights)
+
+    def _estimates(self, request: RouteRequest, shared: int) -> list[Estimate]:
+        config = self.config
+        return [
+            estimate(c, request.prompt_tokens, request.chunk_size, config, shared) for c in request.candidates
+        ]
+
+    @staticmethod
+    def _shared_tokens(request: RouteRequest | GroupedRequest, most: int) -> int:
+        """The part of the request's shared opening that some worker holds (``most``: the longest
+        reuse any offers): what a choice of another worker copies."""
+        return min(request.shared.tokens, most) if request.shared is not None else 0
+
+    def _copy_weight(self, request: RouteRequest | GroupedRequest, holders: int) -> float:
+        """The compute weight of copying the shared opening to one more worker: the copy serves that
+        worker's share of the opening's future requests (as many as went through it lately, over
+        ``holders`` + 1 holders), so its cost is spread over them."""
+        uses = request.shared.uses if request.shared is not None else 0.0
+        return self.config.compute_weight / (1 + self.config.copy_amortisation * uses / (holders + 1))
 
     def queue_s(self, candidate: Candidate) -> float:
         """The queue part of a candidate's estimate (what :class:`GroupedRequest` carries)."""
@@ -69,42 +90,49 @@ class KvgatePolicy:
             groups.append((members, cohort.tiers))
         rest = [i for i in range(len(queue_s)) if i not in held] if held else list(range(len(queue_s)))
         groups.append((rest, ""))
-        held_by = self._reuse_of_groups(request, groups, bound)
-        weight = self.config.compute_weight
-        leads: list[tuple[list[int], str, float, float, int]] = []  # members, tiers, part, min queue, reused
+        held_by, reuse = self._reuse_of_groups(request, groups, bound)
+        shared = self._shared_tokens(request, held_by[0])
+        holders = sum(len(members) for r, members in reuse if r >= shared) if shared else len(queue_s)
+        weights = self.config.compute_weight, self._copy_weight(request, holders)
+        leads: list[
+            tuple[list[int], str, float, float, float, int]
+        ] = []  # ..., part, cost, min queue, reused
         for members, tiers in groups:
             allowed = members if bound == math.inf else [i for i in members if queue_s[i] <= bound]
             if allowed:
-                lead = self._estimate(request, allowed[0], tiers)
+                lead = self._estimate(request, allowed[0], tiers, shared)
                 part = lead.prefill_s + lead.swap_in_s  # as Estimate.score adds it up, to the last bit
+                cost = lead.compute_cost(*weights)
                 leads.append(
-                    (allowed, tiers, part, min(map(queue_s.__getitem__, allowed)), lead.reused_tokens)
+                    (allowed, tiers, part, cost, min(map(queue_s.__getitem__, allowed)), lead.reused_tokens)
                 )
-        best = min((part + q) + weight * part for _, _, part, q, _ in leads)
+        best = min((part + q) + cost for _, _, part, cost, q, _ in leads)
         reach = best + self._window(best) + 1e-6  # slack for float rounding; _pick tests exactly
         scored: list[tuple[int, float, int]] = []
         tiers_at: dict[int, str] = {}
-        for allowed, tiers, part, q_min, reused in leads:
-            top = q_min + (reach - ((part + q_min) + weight * part))
+        for allowed, tiers, part, cost, q_min, reused in leads:
+            top = q_min + (reach - ((part + q_min) + cost))
             near = [i for i in allowed if queue_s[i] <= top]
-            scored += [(i, (part + queue_s[i]) + weight * part, reused) for i in near]
+            scored += [(i, (part + queue_s[i]) + cost, reused) for i in near]
             tiers_at.update(dict.fromkeys(near, tiers))
         chosen = self._pick(scored, request)
         home = None
         if (i := request.position.get(request.home)) is not None and queue_s[i] <= bound:  # type: ignore[arg-type]
             tiers = next((c.tiers for c in request.cohorts if request.home in c.workers), "")
-            home = self._estimate(request, i, tiers)
-        return self._decide(self._estimate(request, chosen, tiers_at[chosen]), home, request, held_by)
+            home = self._estimate(request, i, tiers, shared)
+        chosen_estimate = self._estimate(request, chosen, tiers_at[chosen], shared)
+        return self._decide(chosen_estimate, home, request, held_by, weights)
 
     def _reuse_of_groups(
         self, request: GroupedRequest, groups: list[tuple[list[int], str]], bound: float
-    ) -> tuple[int, bool]:
-        """(the longest reuse any candidate offers, whether a worker offering it is not hot)."""
+    ) -> tuple[tuple[int, bool], list[tuple[int, list[int]]]]:
+        """(the longest reuse any candidate offers, whether a worker offering it is not hot), and
+        (reuse, members) of every group that holds some of the prompt."""
         reuse = [(self._estimate(request, members[0], tiers).reused_tokens, members)
                  for members, tiers in groups if members and tiers]  # fmt: skip
         most = max((r for r, _ in reuse), default=0)
         cool = any(r == most and any(request.queue_s[i] <= bound for i in members) for r, members in reuse)
-        return most, cool or most == 0
+        return (most, cool or most == 0), reuse
 
     def _pick(self, scored: list[tuple[int, float, int]], request: RouteRequest | GroupedRequest) -> int:
         """The position of the best-ranked of ``scored`` ((position, score, reused tokens) of every
@@ -121,22 +149,25 @@ class KvgatePolicy:
         home: Estimate | None,
         request: RouteRequest | GroupedRequest,
         held: tuple[int, bool],
+        weights: tuple[float, float],
     ) -> RouteDecision:
         """``chosen``, unless it reuses nothing and the pinned home worker (``home``: None when
         absent or hot) can take the request. ``held``: the longest reuse any candidate offers, and
-        whether a worker offering it was allowed (not a hot spot): they name the reason."""
+        whether a worker offering it was allowed (not a hot spot); ``weights``: the compute and the
+        copy weight. They name the reason."""
         if chosen.reused_tokens == 0 and home is not None and request.home_pinned:
             return _decision(home, RouteReason.PINNED, request)
-        return _decision(chosen, _reason(chosen.reused_tokens, *held), request)
+        copied = chosen.copy_s > 0 and weights[1] < weights[0]  # a shared opening, copied as it pays
+        return _decision(chosen, _reason(chosen.reused_tokens, *held, copied), request)
 
     def _window(self, best_score: float) -> float:
         return self.config.near_tie_ratio * best_score + self.config.near_tie_s
 
-    def _estimate(self, request: GroupedRequest, i: int, tiers: str) -> Estimate:
+    def _estimate(self, request: GroupedRequest, i: int, tiers: str, shared: int = 0) -> Estimate:
         candidate = request.candidates[i]
         match = PrefixMatch(candidate.worker_id, tiers) if tiers else None
         return estimate(
-            replace(candidate, match=match), request.prompt_tokens, request.chunk_size, self.config
+            replace(candidate, match=match), request.prompt_tokens, request.chunk_size, self.config, shared
         )
 
     def _hot_limit(self, queue_s: Sequence[float]) -> float:
@@ -165,13 +196,14 @@ class KvgatePolicy:
         return (round(score + handicap, 9), -reused, away, (i - request.request_key) % n)  # 9: TIE_S
 
 
-def _reason(reused: int, most: int, holder_allowed: bool) -> RouteReason:
-    """Why a choice reusing ``reused`` tokens was made when the best any worker offers is ``most``."""
+def _reason(reused: int, most: int, holder_allowed: bool, copied: bool = False) -> RouteReason:
+    """Why a choice reusing ``reused`` tokens was made when the best any worker offers is ``most``
+    (``copied``: the choice copies a shared opening whose demand paid for the copy)."""
     if most == 0:
         return RouteReason.NEW_PREFIX
     if reused >= most:
         return RouteReason.CACHE_HIT
-    return RouteReason.LOAD_OVERRIDE if holder_allowed else RouteReason.HOT_PREFIX
+    return RouteReason.LOAD_OVERRIDE if holder_allowed and not copied else RouteReason.HOT_PREFIX
 
 
 def _decision(e: Estimate, reason: RouteReason, request: RouteRequest | GroupedRequest) -> RouteDecision:

@@ -16,6 +16,7 @@ from dataclasses import replace
 
 from kvgate.common.clock import Clock
 from kvgate.gateway.routing.branches import PrefixBranches
+from kvgate.gateway.routing.demand import OpeningDemand
 from kvgate.gateway.routing.fleet import Fleet, FleetView
 from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.learned import LearnedHoldings
@@ -32,6 +33,7 @@ from kvgate.gateway.routing.types import (
     RouteReason,
     RouteRequest,
     RoutingPolicy,
+    SharedPrefix,
 )
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, LookupResult, PrefixMatch, WorkerStatus
@@ -51,7 +53,11 @@ class Router:
     ``kv_ttl_s``, within the worker's capacity counted in ``block_tokens``-token blocks); a prompt's
     soft home is the rendezvous worker of the first chunk of its own content (:meth:`_home`), and a
     prompt whose own content this router never saw may be presumed cached there
-    (:class:`HomePresumption`, which learns from :meth:`reused` whether that pays)."""
+    (:class:`HomePresumption`, which learns from :meth:`reused` whether that pays).
+
+    A prompt's shared opening -- its chunks up to where the prompts this router saw part ways
+    (:class:`PrefixBranches`) -- goes to the policy with how many requests went through it lately
+    (:class:`OpeningDemand`): what a copy of it on another worker would serve."""
 
     def __init__(
         self,
@@ -72,7 +78,8 @@ class Router:
         half_life = getattr(getattr(policy, "config", None), "placement_half_life_s", 60.0)
         self._placed = PlacedContent(half_life, monotonic=lambda: clock.now_ms() / 1000)
         self._block_tokens = block_tokens
-        self._branches = PrefixBranches()  # recorded while some worker is not followed
+        self._branches = PrefixBranches()  # where the prompts seen part ways: their shared openings
+        self._demand = OpeningDemand(half_life, monotonic=lambda: clock.now_ms() / 1000)
         self._presumption = HomePresumption() if presumption is None else presumption
         self._policy = policy
         self._grouped_policy = policy if isinstance(policy, GroupedPolicy) else None
@@ -111,7 +118,9 @@ class Router:
         unfollowed = self._fleet.current(workers).unfollowed
         if (blocks := unfollowed.get(decision.worker_id)) is not None:
             self._learned.record(hashes, decision.worker_id, blocks * self._block_tokens // self._chunk_size)
-        if unfollowed:
+        if hashes:
+            if opening := self._branches.own_start(hashes):
+                self._demand.count(hashes[opening - 1])
             self._branches.record(hashes)
         if routed.presumed is not None and routed.presumed[0] == decision.worker_id:
             self._presumption.made(ticket, routed.presumed[1])
@@ -142,11 +151,13 @@ class Router:
         # From here to the end of route()'s bookkeeping there is no await: concurrent requests
         # see each other's decisions through the local record.
         fleet = self._fleet.current(workers)
-        own = self._branches.own_start(hashes) if fleet.unfollowed and hashes else 0
+        opening = self._branches.own_start(hashes) if hashes else 0
+        own = opening if fleet.unfollowed else 0
         home = self._home(hashes, fleet, cache_key, own)
+        shared = self._shared(hashes, opening)
         presumed = None
         if lookup is None:
-            request = self._request(prompt_tokens, fleet, {}, request_key, home, hashes)
+            request = self._request(prompt_tokens, fleet, {}, request_key, home, hashes, None)
             return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes))
         if fleet.unfollowed:
             lookup = self._learned.merge(lookup, hashes, fleet.unfollowed)
@@ -154,14 +165,14 @@ class Router:
                 lookup, presumed = presume_home(lookup, len(hashes), home[0], own, self._presumption)
         lookup = self._local.merge(lookup, hashes)
         if self._grouped_policy is not None:
-            grouped = self._grouped(prompt_tokens, fleet, lookup, request_key, home)
+            grouped = self._grouped(prompt_tokens, fleet, lookup, request_key, home, shared)
             decision = self._grouped_policy.choose_grouped(grouped)
         else:
             decision = self._policy.choose(
-                self._request(prompt_tokens, fleet, lookup.matches, request_key, home, hashes)
+                self._request(prompt_tokens, fleet, lookup.matches, request_key, home, hashes, shared)
             )
-        opening = (presumed, own * self._chunk_size) if presumed is not None else None
-        return Routed(decision, lookup, len(hashes), lookup_s=lookup_s, presumed=opening)
+        presumption = (presumed, own * self._chunk_size) if presumed is not None else None
+        return Routed(decision, lookup, len(hashes), lookup_s=lookup_s, presumed=presumption)
 
     def prefill_done(self, routed: Routed) -> None:
         """The request's prefill finished (or the request failed): its tokens stop counting as in
@@ -206,13 +217,22 @@ class Router:
         request_key: int,
         home: tuple[WorkerId | None, bool],
         hashes: Sequence[ChunkHash],
+        shared: SharedPrefix | None,
     ) -> RouteRequest:
         candidates = tuple(replace(c, match=matches[c.worker_id]) if c.worker_id in matches else c
                            for c in fleet.candidates)  # fmt: skip
         seq = next(self._seq)
         chunks = tuple(hashes) if self._learning_policy is not None else ()
         return RouteRequest(
-            prompt_tokens, self._chunk_size, candidates, seq, request_key, *home, chunks, self._placed.share
+            prompt_tokens,
+            self._chunk_size,
+            candidates,
+            seq,
+            request_key,
+            *home,
+            chunks,
+            self._placed.share,
+            shared,
         )
 
     def _grouped(
@@ -222,11 +242,19 @@ class Router:
         lookup: LookupResult,
         request_key: int,
         home: tuple[WorkerId | None, bool],
+        shared: SharedPrefix | None,
     ) -> GroupedRequest:
         return GroupedRequest(
             prompt_tokens, self._chunk_size, fleet.candidates, fleet.position, fleet.queue_s, lookup.cohorts,
-            next(self._seq), request_key, *home, self._placed.share,
+            next(self._seq), request_key, *home, self._placed.share, shared,
         )  # fmt: skip
+
+    def _shared(self, hashes: Sequence[ChunkHash], opening: int) -> SharedPrefix | None:
+        """The prompt's shared opening (its first ``opening`` chunks, where prompts seen branched)
+        and how many requests went through it lately; None when it shares none."""
+        if not opening:
+            return None
+        return SharedPrefix(opening * self._chunk_size, self._demand.uses(hashes[opening - 1]))
 
     def _home(
         self, hashes: Sequence[ChunkHash], fleet: Fleet, cache_key: str | None, own: int

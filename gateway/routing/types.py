@@ -19,7 +19,7 @@ class RouteReason(StrEnum):
     CACHE_HIT = "cache_hit"  # it holds (or is about to hold) the longest prefix of the prompt held anywhere
     LOAD_OVERRIDE = "load_override"  # another worker holds more of it: the cost model chose this one
     NEW_PREFIX = "new_prefix"  # no worker holds any of it: placed by cost (load, then near-tie draw)
-    HOT_PREFIX = "hot_prefix_replicated"  # its holders are hot spots: copied to a cooler worker
+    HOT_PREFIX = "hot_prefix_replicated"  # holders hot, or its demand pays for a copy: copied elsewhere
     LOAD_BALANCED = "load_balanced"  # a cache-blind choice (baselines, a peer's load branch)
     FALLBACK = "fallback"  # the index was unavailable: chosen by load alone
     PINNED = "pinned"  # prompt_cache_key sent it to the home worker of its key
@@ -42,6 +42,16 @@ class Candidate:
 
 
 @dataclass(frozen=True, slots=True)
+class SharedPrefix:
+    """The opening of a prompt that other prompts share (up to where the prompts the router saw
+    part ways): ``tokens`` long, and ``uses`` -- how many requests went through it lately (decayed):
+    a copy of it on another worker serves that worker's share of them."""
+
+    tokens: TokenCount
+    uses: float
+
+
+@dataclass(frozen=True, slots=True)
 class RouteRequest:
     """Everything a policy may look at. ``candidates`` is non-empty and sorted by worker id;
     ``request_seq`` counts requests (round-robin); ``request_key`` is 64 random-looking bits fixed
@@ -49,7 +59,8 @@ class RouteRequest:
     (``home_pinned``: taken when nothing is cached anywhere) or a soft home (it wins near-ties only);
     ``chunks`` are the prompt's chunk hashes, for policies that keep a prefix record of their own
     (:class:`LearningPolicy`; empty where the caller has none); ``placed(worker)`` is the share of
-    recent new content the worker took, relative to the most any took (0 to 1; None: not known)."""
+    recent new content the worker took, relative to the most any took (0 to 1; None: not known);
+    ``shared`` is the prompt's shared opening (None: not known)."""
 
     prompt_tokens: TokenCount
     chunk_size: int
@@ -60,6 +71,7 @@ class RouteRequest:
     home_pinned: bool = True
     chunks: tuple[ChunkHash, ...] = ()
     placed: Callable[[WorkerId], float] | None = None
+    shared: SharedPrefix | None = None
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -129,6 +141,7 @@ class GroupedRequest:
     home: WorkerId | None = None
     home_pinned: bool = True
     placed: Callable[[WorkerId], float] | None = None
+    shared: SharedPrefix | None = None
 
 
 @runtime_checkable

@@ -62,9 +62,7 @@ class RayServePrefixAffinity:
         choices = [c for c in request.candidates if self._tree.size(c.worker_id) == smallest]
         return decide(_shortest(choices, request), request, RouteReason.LOAD_BALANCED)
 
-    def learn(
-        self, chunks: tuple[ChunkHash, ...], worker_id: WorkerId, now_ms: int
-    ) -> None:
+    def learn(self, chunks: tuple[ChunkHash, ...], worker_id: WorkerId, now_ms: int) -> None:
         self._tree.insert(chunks, worker_id)
         p = self.params
         if not p.do_eviction:

@@ -64,9 +64,7 @@ class SGLangCacheAware:
         smallest = min(request.candidates, key=lambda c: self._tree.size(c.worker_id))
         return decide(smallest, request, RouteReason.LOAD_BALANCED)
 
-    def learn(
-        self, chunks: tuple[ChunkHash, ...], worker_id: WorkerId, now_ms: int
-    ) -> None:
+    def learn(self, chunks: tuple[ChunkHash, ...], worker_id: WorkerId, now_ms: int) -> None:
         self._tree.insert(chunks, worker_id)
         if self._evicted_ms is None:
             self._evicted_ms = now_ms

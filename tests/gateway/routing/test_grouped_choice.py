@@ -1,5 +1,6 @@
 """The default policy decides from cohorts exactly as it does from one candidate per worker: random
-fleets with tied loads, near-ties, shared and private runs, hot spots, pinned and soft home workers."""
+fleets with tied loads, near-ties, shared and private runs, hot spots, pinned and soft home workers,
+shared openings with and without the demand that pays for a copy."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.kvgate_policy import KvgatePolicy
-from kvgate.gateway.routing.types import Candidate, GroupedRequest, RouteRequest
+from kvgate.gateway.routing.types import Candidate, GroupedRequest, RouteRequest, SharedPrefix
 from kvgate.index.types import LookupResult, PrefixMatch
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.workers import WorkerLoad
@@ -34,10 +35,21 @@ def _case(rng: random.Random) -> tuple[RouteRequest, GroupedRequest]:
     home = rng.choice([None, None, *ids])
     key, prompt = rng.getrandbits(64), rng.choice((100, 1024, 1536, 3000))
     pinned = rng.random() < 0.7  # a prompt_cache_key's home, else a soft home
-    slow = RouteRequest(prompt, 128, candidates, 7, key, home, pinned)
+    shared = rng.choice([None, SharedPrefix(512, 0.0), SharedPrefix(1024, 40.0), SharedPrefix(3000, 2.5)])
+    slow = RouteRequest(prompt, 128, candidates, 7, key, home, pinned, shared=shared)
     bare = tuple(Candidate(c.worker_id, c.load, None, c.inflight_tokens) for c in candidates)
     return slow, GroupedRequest(
-        prompt, 128, bare, {w: i for i, w in enumerate(ids)}, (), lookup.cohorts, 7, key, home, pinned
+        prompt,
+        128,
+        bare,
+        {w: i for i, w in enumerate(ids)},
+        (),
+        lookup.cohorts,
+        7,
+        key,
+        home,
+        pinned,
+        shared=shared,
     )
 
 

@@ -46,8 +46,6 @@ def test_an_entry_lasts_the_expected_wait_then_the_ttl() -> None:
     assert local.merge(LookupResult(2, {}), chain(0, 1)).matches == {}
 
 
-
-
 def test_a_long_expected_wait_is_capped_and_the_record_is_bounded() -> None:
     clock = FakeMonotonic(100.0)
     local = LocalPending(ttl_s=2, monotonic=clock, max_entries=3)
