@@ -46,7 +46,9 @@ def create_app(
     app.add_middleware(RequestIds)  # outermost: every answer, refusals included, names its request
     app.include_router(build_openai_router(core, auth))
     app.include_router(build_anthropic_router(core, auth))
-    app.include_router(build_dashboard_router(metrics, directory))
+    app.include_router(
+        build_dashboard_router(metrics, directory, diagnosis_enabled=core.settings.diagnosis.enabled)
+    )
     app.include_router(build_route_router(core, auth))
     app.include_router(build_diagnose_router(core, auth))
     document_bodies(app, [ChatCompletionRequest, CompletionRequest, MessagesRequest])
