@@ -122,7 +122,16 @@ class RequestCore:
 
     def _finished(self, job: Job, done: TextDone) -> Finished:
         scope = Scope(self.settings.model_name, job.adapter_id, job.cache_salt, job.shared_salt)
-        return Finished(job.request_id, job.tenant, scope, job.token_ids, job.hashes, done.usage, done.routed)
+        return Finished(
+            job.request_id,
+            job.tenant,
+            scope,
+            job.token_ids,
+            job.hashes,
+            done.usage,
+            done.routed,
+            done.attempts,
+        )
 
     async def route(self, job: Job) -> Routed:
         """The decision :meth:`generate` would make now, recording nothing (the dry run)."""

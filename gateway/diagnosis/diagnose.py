@@ -8,7 +8,8 @@ that stop, checked in this order:
 1. ``hit``: every reusable token (whole blocks before the last prompt token) was reused.
 2. The same scope had it: an earlier request had more whole chunks of this prompt than were reused.
    The router chose another worker than the one the index showed holding more (``routed_elsewhere``:
-   load, a pin, an unavailable index or worker, a stale index), or the blocks were gone
+   a retry after the worker chosen first failed or was busy, load, a pin, an unavailable index or
+   worker, a stale index), or the blocks were gone
    (``evicted``: TTL, capacity, or the worker restarted or left; told by its eviction counters).
 3. ``different_scope``: an earlier request under another scope of the tenant (model, adapter,
    ``cache_salt``, namespace) shared a longer prefix.
@@ -113,11 +114,12 @@ def _lost(record: RequestRecord, same: Match, workers: Mapping[str, WorkerMark],
         "shared_tokens": same.shared_tokens,
     }
     holder = route.best_holder
+    if route.attempts > 1 and (holder or same.worker) != route.worker:  # a retry's reason is not the why
+        why = f"it was retried there after {route.attempts - 1} failed or busy attempt(s)"
+        return _elsewhere(record, reusable, evidence, holder or same.worker, why)
     if holder is not None and holder != route.worker and route.best_holder_tokens > record.cached_tokens:
         why = _LOAD_REASONS.get(route.reason, f"the policy ({route.reason})")
         return _elsewhere(record, reusable, evidence, holder, why)
-    if route.attempts > 1 and same.worker != route.worker:
-        return _elsewhere(record, reusable, evidence, same.worker, "the first worker chosen failed")
     if route.degraded and same.worker != route.worker:
         return _elsewhere(record, reusable, evidence, same.worker, "the index was unavailable")
     return _evicted_or_elsewhere(record, same, workers.get(same.worker), reusable, evidence)
@@ -249,6 +251,7 @@ def _base(record: RequestRecord, reusable: int) -> dict:
         "predicted_cached_tokens": route.predicted_cached_tokens,
         "best_holder": route.best_holder,
         "best_holder_tokens": route.best_holder_tokens,
+        "attempts": route.attempts,
     }
 
 

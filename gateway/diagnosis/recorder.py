@@ -37,7 +37,8 @@ MissCounter = Callable[[Diagnosis], None]
 
 @dataclass(frozen=True, slots=True)
 class Finished:
-    """A request that just finished, as the request core hands it over."""
+    """A request that just finished, as the request core hands it over; ``attempts``: the workers
+    tried to serve it (more than 1: the first choice failed or was busy)."""
 
     request_id: str
     tenant: str
@@ -46,6 +47,7 @@ class Finished:
     chunk_hashes: Sequence[ChunkHash]
     usage: Usage
     routed: Routed
+    attempts: int = 1
 
 
 class CacheDiagnostics:
@@ -104,7 +106,7 @@ class CacheDiagnostics:
         }
 
     def _record(self, request: Finished, workers: Mapping[str, WorkerMark]) -> RequestRecord:
-        note = route_note(request.routed, self._layout.chunk_size)
+        note = route_note(request.routed, self._layout.chunk_size, request.attempts)
         return RequestRecord(
             request.request_id,
             request.tenant,
@@ -125,8 +127,9 @@ class CacheDiagnostics:
         return self._tokenizer.decode(token_ids[start : at + EXCERPT_TOKENS], skip_special_tokens=True)
 
 
-def route_note(routed: Routed, chunk_size: int) -> RouteNote:
-    """The routing decision of ``routed``, with the worker the index showed holding the most."""
+def route_note(routed: Routed, chunk_size: int, attempts: int = 1) -> RouteNote:
+    """The routing decision of ``routed`` (the attempt that served the request, the ``attempts``-th),
+    with the worker the index showed holding the most."""
     decision = routed.decision
     best = None
     if routed.lookup is not None and routed.lookup.matches:
@@ -139,6 +142,7 @@ def route_note(routed: Routed, chunk_size: int) -> RouteNote:
         best.worker_id if best is not None and best.chunks else None,
         best.chunks * chunk_size if best is not None else 0,
         routed.degraded,
+        attempts,
     )
 
 

@@ -14,6 +14,7 @@ from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.diagnosis import DiagnosisSettings
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
+from tests.support.scripted_worker import fail_seed
 from tests.workers.service.helpers import eventually
 
 SECRET = "The launch code of project Bluebird is 7-alpha. "
@@ -99,6 +100,19 @@ async def test_a_client_request_id_is_echoed_but_is_not_the_key(live: LiveGatewa
     assert reply.headers["x-request-id"] != "my-trace-42"
     assert (await acme.diagnose("my-trace-42")).status_code == 404
     assert (await acme.diagnose(reply.headers["x-request-id"])).status_code == 200
+
+
+async def test_a_request_retried_away_from_its_holder_is_told_so(live: LiveGateway) -> None:
+    acme = client(live, "acme")
+    first = await acme.chat("Who are you?")
+    holder = (await acme.diagnose(first.headers["x-request-id"])).json()["evidence"]["worker"]
+    await eventually(lambda: live.index.size > 0)
+    retried = await acme.chat("Who are you?", seed=fail_seed(holder))  # the holder fails it at once
+    report = (await acme.diagnose(retried.headers["x-request-id"])).json()
+    assert (report["cause"], report["cached_tokens"]) == ("routed_elsewhere", 0)
+    assert report["evidence"]["attempts"] == 2
+    assert report["evidence"]["better_worker"] == holder != report["evidence"]["worker"]
+    assert report["evidence"]["why"] == "it was retried there after 1 failed or busy attempt(s)"
 
 
 async def test_missed_tokens_are_counted_by_cause(live: LiveGateway) -> None:

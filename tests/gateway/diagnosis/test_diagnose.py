@@ -111,6 +111,25 @@ def test_a_request_sent_away_from_its_holder_for_load_is_routed_elsewhere() -> N
     )
 
 
+def test_a_retry_away_from_the_holder_is_routed_elsewhere_for_the_retry_not_the_policy() -> None:
+    # w0 held the prompt and refused it (busy); the retry's decision among the others reads new_prefix
+    route = RouteNote("w1", "new_prefix", 0, best_holder="w0", best_holder_tokens=896, attempts=2)
+    found = run(record("r2", PROMPT, route=route), record("r1", PROMPT))
+    assert (found.cause, found.evidence["better_worker"], found.evidence["attempts"]) == (
+        Cause.ROUTED_ELSEWHERE,
+        "w0",
+        2,
+    )
+    assert found.evidence["why"] == "it was retried there after 1 failed or busy attempt(s)"
+
+
+def test_a_retry_after_the_holder_was_purged_names_the_earlier_worker() -> None:
+    route = RouteNote("w1", "new_prefix", 0, attempts=3)  # the failed holder left the index
+    found = run(record("r2", PROMPT, route=route), record("r1", PROMPT))
+    assert (found.cause, found.evidence["better_worker"]) == (Cause.ROUTED_ELSEWHERE, "w0")
+    assert "after 2 failed or busy attempt(s)" in found.evidence["why"]
+
+
 def test_a_holder_the_index_did_not_show_is_routed_elsewhere_for_staleness() -> None:
     found = run(record("r2", PROMPT, route=RouteNote("w1", "new_prefix", 0)), record("r1", PROMPT))
     assert found.cause is Cause.ROUTED_ELSEWHERE
