@@ -117,7 +117,7 @@ class RequestCore:
         async with contextlib.aclosing(stream) as items:
             async for item in items:
                 if isinstance(item, TextDone) and self._diagnostics is not None:
-                    self._diagnostics.finished(self._finished(job, item))
+                    await self._diagnostics.finished(self._finished(job, item))
                 yield item
 
     def _finished(self, job: Job, done: TextDone) -> Finished:
