@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+_OVERHEAD = 1024  # bytes of a diagnosis beyond its strings: the object, the evidence dict and its numbers
+
 
 class Cause(StrEnum):
     """Why a request reused the cached tokens it did (the label of ``kvgate_cache_miss_tokens_total``)."""
@@ -31,3 +33,10 @@ class Diagnosis:
     first_divergent_token: int | None = None
     missed_tokens: int = 0
     evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        """An estimate of the memory the diagnosis holds (the record's byte cap counts it): its detail
+        and the evidence's strings (an excerpt, request ids) by length, the rest as a fixed overhead."""
+        strings = sum(len(v) for v in self.evidence.values() if isinstance(v, str))
+        return _OVERHEAD + len(self.detail) + strings

@@ -81,7 +81,8 @@ class RequestRecord:
 
     @property
     def nbytes(self) -> int:
-        """An estimate of the memory the record holds (what the record's byte cap counts)."""
-        excerpt = self.diagnosis.evidence.get("excerpt", "") if self.diagnosis else ""
+        """An estimate of the memory the record holds, its diagnosis included (what the record's byte
+        cap counts); the same for the record's whole life (it is immutable)."""
+        diagnosis = self.diagnosis.nbytes if self.diagnosis else 0
         strings = len(self.request_id) + len(self.tenant) + len(self.scope.salt) + len(self.scope.namespace)
-        return _OVERHEAD + self.shape.nbytes + len(self.chunk_hashes) + strings + len(excerpt)
+        return _OVERHEAD + self.shape.nbytes + len(self.chunk_hashes) + strings + diagnosis

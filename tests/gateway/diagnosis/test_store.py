@@ -3,14 +3,21 @@ a tenant only about its own requests."""
 
 from __future__ import annotations
 
+import gc
 import sys
+import tracemalloc
+import uuid
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from kvgate.gateway.diagnosis import DiagnosisSettings
+from kvgate.gateway.diagnosis import Cause, DiagnosisSettings
+from kvgate.gateway.diagnosis.compare import compare
+from kvgate.gateway.diagnosis.diagnose import Layout, diagnose
+from kvgate.gateway.diagnosis.record import RequestRecord, RouteNote, Scope, WorkerMark
 from kvgate.gateway.diagnosis.store import RecentRequests
-from tests.gateway.diagnosis.records import record, tokens
+from tests.gateway.diagnosis.records import SCOPE, record, tokens
 
 
 class Clock:
@@ -22,7 +29,8 @@ class Clock:
 
 
 def _memory(recent: RecentRequests) -> int:
-    """The bytes the records really hold: the objects, their strings and arrays."""
+    """The bytes the records really hold: the objects, their strings and arrays (records without a
+    diagnosis: a diagnosis's share is measured by tracemalloc, in the byte-count test below)."""
     total = 0
     for tenant in {key[0] for key in recent._all}:
         for r in recent.recent(tenant, 10**9):
@@ -77,3 +85,52 @@ def test_a_tenant_never_sees_another_tenants_request() -> None:
     assert recent.get("b", "r1") is None
     assert recent.recent("b", 10) == []
     assert recent.get("a", "r1") is not None
+
+
+PROMPT = tokens(900, seed=1)
+EXCERPT = "Current time: 2025-06-01T12:34:56Z. You are"
+
+
+def _variant(i: int) -> RequestRecord:
+    """A request of one of six kinds, against an earlier ``PROMPT`` served by w0: evicted by TTL,
+    changed content (with an excerpt), reordered, another salt, new, sent away from w0 for load."""
+    rid = uuid.uuid4().hex
+    kind = i % 6
+    if kind == 1:
+        return record(rid, np.concatenate([PROMPT[:300], [11, 22, 33], PROMPT[300:]]), cached=256)
+    if kind == 2:
+        return record(rid, np.concatenate([PROMPT[450:], PROMPT[:450]]))
+    if kind == 3:
+        return record(rid, PROMPT, scope=Scope(SCOPE.model, salt=SCOPE.salt + "\x1fexperiment"))
+    if kind == 4:
+        return record(rid, tokens(900, seed=100 + i))
+    if kind == 5:
+        return record(rid, PROMPT, route=RouteNote("w1", "load_override", 0, "w0", 896))
+    return record(rid, PROMPT)
+
+
+def test_the_byte_count_covers_what_records_and_their_diagnoses_really_hold() -> None:
+    """Measured by tracemalloc: every allocation the recorded requests keep alive, their diagnoses'
+    details and evidence included, for every kind of diagnosis."""
+    layout = Layout(chunk_size=128, block_size=16)
+    earlier = record("r0", PROMPT, served=WorkerMark("w0", 1))
+    workers = {"w0": WorkerMark("w0", 1, evicted_ttl_blocks=9), "w1": WorkerMark("w1", 1)}
+    recent = RecentRequests(DiagnosisSettings(), Clock())
+    causes = set()
+    gc.collect()
+    tracemalloc.start()
+    try:
+        for i in range(1200):
+            current = _variant(i)
+            found = diagnose(current, compare(current, [earlier]), workers, layout, EXCERPT)
+            recent.add(replace(current, diagnosis=found))
+            causes.add(found.cause)
+        del current, found
+        gc.collect()
+        held = tracemalloc.get_traced_memory()[0]
+    finally:
+        tracemalloc.stop()
+    assert len(recent) == 1200
+    assert causes == {Cause.EVICTED, Cause.CHANGED_CONTENT, Cause.REORDERED, Cause.DIFFERENT_SCOPE,
+                      Cause.NEW_PREFIX, Cause.ROUTED_ELSEWHERE}  # fmt: skip
+    assert held <= recent.nbytes, (held, recent.nbytes)
