@@ -47,6 +47,8 @@ _LOAD_REASONS = {
 
 @dataclass(frozen=True, slots=True)
 class Layout:
+    """The deployment's cache layout, in tokens: the index knows whole chunks, a worker whole blocks."""
+
     chunk_size: int
     block_size: int
 
@@ -137,7 +139,8 @@ def _evicted_or_elsewhere(
         return _elsewhere(record, reusable, evidence, same.worker, "that worker was unavailable")
     ttl = now.evicted_ttl_blocks - then.evicted_ttl_blocks if then is not None else 0
     pressure = now.evicted_pressure_blocks - then.evicted_pressure_blocks if then is not None else 0
-    evidence["evicted_blocks_since"] = {"ttl": ttl, "capacity": pressure}
+    # which kinds, not how many: the worker's counters count every tenant's blocks (operator figures)
+    evidence["evicted_since"] = {"ttl": ttl > 0, "capacity": pressure > 0}
     if ttl > 0 or pressure > 0:
         reason = "ttl" if pressure == 0 else "capacity" if ttl == 0 else "ttl_or_capacity"
         return _evicted(record, reusable, evidence, reason, _EVICTION_WORDS[reason].format(age=same.age_s))

@@ -86,6 +86,9 @@ def test_a_repeat_after_its_blocks_expired_is_evicted_by_ttl() -> None:
     found = run(record("r2", PROMPT, at_s=1400.0), record("r1", PROMPT, served=W0), workers=later)
     assert (found.cause, found.evidence["eviction"]) == (Cause.EVICTED, "ttl")
     assert found.first_divergent_token == 0
+    # which kinds of eviction, never how many: the worker's counters count every tenant's blocks
+    assert found.evidence["evicted_since"] == {"ttl": True, "capacity": False}
+    assert "56" not in str(found.evidence) + found.detail
 
 
 def test_blocks_dropped_to_make_room_are_evicted_by_capacity() -> None:
