@@ -21,6 +21,8 @@ from kvgate.gateway.core.jobs import JobBuilder
 from kvgate.gateway.core.prompts import PromptEncoder
 from kvgate.gateway.core.spine import RequestCore
 from kvgate.gateway.core.textgen import TextGenerator
+from kvgate.gateway.diagnosis.diagnose import Layout
+from kvgate.gateway.diagnosis.recorder import CacheDiagnostics, worker_marks
 from kvgate.gateway.grpc_api.servicer import GatewayServicer
 from kvgate.gateway.http_api.app import create_app
 from kvgate.gateway.metrics import GatewayMetrics
@@ -45,6 +47,7 @@ class Gateway:
     directory: WorkerDirectory
     router: Router
     metrics: GatewayMetrics
+    diagnostics: CacheDiagnostics
 
     @property
     def gate(self) -> InFlightGate:
@@ -79,7 +82,14 @@ def build_gateway(
         settings.model_name, settings.policy, settings.cache.chunk_size, block_size=settings.cache.block_size
     )
     dispatcher = Dispatcher(directory, router, channels, index, settings.max_attempts, metrics=metrics)
-    core = _request_core(settings, tokenizer, dispatcher)
+    diagnostics = CacheDiagnostics(
+        settings.diagnosis,
+        Layout(settings.cache.chunk_size, settings.cache.block_size),
+        tokenizer,
+        lambda: worker_marks(directory.known(), directory.live()),
+        metrics.diagnosed,
+    )
+    core = _request_core(settings, tokenizer, dispatcher, diagnostics)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -99,10 +109,12 @@ def build_gateway(
             await channels.close()
 
     app = create_app(core, directory, metrics, lifespan)
-    return Gateway(settings, app, core, dispatcher, directory, router, metrics)
+    return Gateway(settings, app, core, dispatcher, directory, router, metrics, diagnostics)
 
 
-def _request_core(settings: GatewaySettings, tokenizer: Tokenizer, dispatcher: Dispatcher) -> RequestCore:
+def _request_core(
+    settings: GatewaySettings, tokenizer: Tokenizer, dispatcher: Dispatcher, diagnostics: CacheDiagnostics
+) -> RequestCore:
     """The spine's services, each built once: one rate limiter for the key check and the charge."""
     limiter = RateLimiter()
     return RequestCore(
@@ -113,6 +125,7 @@ def _request_core(settings: GatewaySettings, tokenizer: Tokenizer, dispatcher: D
         JobBuilder(settings, limiter),
         dispatcher,
         TextGenerator(dispatcher, tokenizer),
+        diagnostics,
     )
 
 

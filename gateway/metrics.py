@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from kvgate.gateway.diagnosis import Cause, Diagnosis
 from kvgate.gateway.misprediction import ROUTED_AWAY, misprediction
 from kvgate.gateway.routing.types import Routed
 from kvgate.gateway.worker_load_metrics import LiveWorkers, WorkerLoadCollector
@@ -55,6 +56,14 @@ class GatewayMetrics:
             ["cause"],
             registry=r,
         )
+        self.cache_miss = Counter(
+            "kvgate_cache_miss_tokens",
+            "Reusable prompt tokens that were not reused, by diagnosed cause (see docs/CACHING.md).",
+            ["cause"],
+            registry=r,
+        )
+        for cause in Cause:
+            self.cache_miss.labels(cause.value)
         self.decisions = Counter(
             "kvgate_route_decisions", "Routing decisions by reason.", ["reason", "policy"], registry=r
         )
@@ -111,6 +120,10 @@ class GatewayMetrics:
         if missed is not None:
             self.mispredicted.labels(missed[0]).inc(missed[1])
         self.requests.labels(self.model, finish_reason).inc()
+
+    def diagnosed(self, diagnosis: Diagnosis) -> None:
+        """A finished request was diagnosed: its missed reusable tokens count under its cause."""
+        self.cache_miss.labels(diagnosis.cause.value).inc(diagnosis.missed_tokens)
 
     def watch_workers(self, live: LiveWorkers) -> None:
         """Also exports the live workers' reported KV tiers and evictions (see

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kvgate.common.grpc_tls import TlsFiles
 from kvgate.common.tokenizer import DEFAULT_CAPACITY_BYTES
+from kvgate.gateway.diagnosis import DiagnosisSettings
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.tenancy import KeyRing
 from kvgate.index.settings import IndexSettings
@@ -67,7 +68,8 @@ class GatewaySettings:
     None: open). ``shutdown_grace_s``: at shutdown, how long requests in flight (HTTP and gRPC
     streams) may take to finish before they are cut. ``tokenizer_cache_bytes``: the memory this
     process may keep token ids of prompt pieces in (system prompts, earlier turns), least recently
-    used evicted first; 0 disables it (default 64 MiB)."""
+    used evicted first; 0 disables it (default 64 MiB). ``diagnosis``: the record of recent requests
+    behind ``/v1/cache/diagnose`` (bounds, TTL; it can be switched off)."""
 
     model_name: str
     cache: CacheLayout
@@ -83,6 +85,7 @@ class GatewaySettings:
     admin_keys: KeyRing | None = None
     shutdown_grace_s: float = 30.0
     tokenizer_cache_bytes: int = DEFAULT_CAPACITY_BYTES
+    diagnosis: DiagnosisSettings = field(default_factory=DiagnosisSettings)
 
     def __post_init__(self) -> None:
         if not self.model_name:

@@ -85,6 +85,7 @@ class JobBuilder:
         sampling: SamplingParams,
         scope: CacheScope,
         hint: CacheHint | None,
+        tenant: str = "",
     ) -> Job:
         """The job: the prompt's chunk hashes under the scope's roots, a fresh request id, the sooner
         of the gateway's and the client's deadlines, and a request key that is a digest of the scope and
@@ -106,6 +107,7 @@ class JobBuilder:
             cache_hint=hint,
             cache_key=request.cache_key,
             deadline_s=deadline_s,
+            tenant=tenant,
         )
 
     def _check_stops(self, stops: tuple[str, ...]) -> None:

@@ -9,7 +9,9 @@ form; every :class:`~kvgate.gateway.errors.GatewayError` to its own status by it
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -20,6 +22,8 @@ from kvgate.gateway.core.prompts import PromptEncoder
 from kvgate.gateway.core.request import ChatInput, GenerateRequest
 from kvgate.gateway.core.scope import cache_scope
 from kvgate.gateway.core.textgen import TextDelta, TextDone, TextGenerator
+from kvgate.gateway.diagnosis.record import Scope
+from kvgate.gateway.diagnosis.recorder import CacheDiagnostics, Finished
 from kvgate.gateway.errors import ErrorKind, GatewayError
 from kvgate.gateway.routing.types import Routed
 from kvgate.gateway.settings import GatewaySettings
@@ -30,7 +34,8 @@ from kvgate.gateway.upstream.job import Job
 
 class RequestCore:
     """Owned by the composition root; shared by every front of one gateway. Its services are built
-    once and passed in; it keeps no per-request state."""
+    once and passed in; it keeps no per-request state of its own (``diagnostics``, when given, keeps
+    its record of finished requests)."""
 
     def __init__(
         self,
@@ -41,6 +46,7 @@ class RequestCore:
         jobs: JobBuilder,
         dispatcher: Dispatcher,
         generator: TextGenerator,
+        diagnostics: CacheDiagnostics | None = None,
     ) -> None:
         self.settings = settings
         self.auth = auth
@@ -49,6 +55,7 @@ class RequestCore:
         self._jobs = jobs
         self._dispatcher = dispatcher
         self._generator = generator
+        self._diagnostics = diagnostics
 
     @property
     def model_name(self) -> str:
@@ -84,13 +91,47 @@ class RequestCore:
         scope = cache_scope(caller, request.client_salt, shared, self.settings.cache)
         if charge:
             self._jobs.charge(caller, len(ids) + sampling.max_tokens)
-        return self._jobs.job(request, ids, sampling, scope, hint)
+        return self._jobs.job(request, ids, sampling, scope, hint, caller.tenant.name)
 
     def generate(self, job: Job) -> AsyncIterator[TextDelta | TextDone]:
         """5-7. Route, dispatch (failing over before the first token) and account usage: text deltas
         then one TextDone. UpstreamError subclasses propagate; closing the iterator early cancels the
-        request on its worker."""
-        return self._generator.stream(job)
+        request on its worker. A request that ends is recorded for diagnosis before its TextDone is
+        yielded (a client that has its usage can ask why at once)."""
+        stream = self._generator.stream(job)
+        return stream if self._diagnostics is None else self._recorded(job, stream)
+
+    def diagnosis(self, caller: Caller, request_id: str) -> dict[str, Any]:
+        """Why ``caller``'s request ``request_id`` reused the cached tokens it did (see
+        :mod:`kvgate.gateway.diagnosis`); NOT_FOUND for an id its tenant has no record of (another
+        tenant's included: their existence is not revealed)."""
+        found = self._diagnostics.report(caller.tenant.name, request_id) if self._diagnostics else None
+        if found is None:
+            raise GatewayError(f"No request `{request_id}` of yours is on record for diagnosis.",
+                               ErrorKind.NOT_FOUND, param="request_id", code="request_not_found")  # fmt: skip
+        return found
+
+    async def _recorded(
+        self, job: Job, stream: AsyncIterator[TextDelta | TextDone]
+    ) -> AsyncIterator[TextDelta | TextDone]:
+        async with contextlib.aclosing(stream) as items:
+            async for item in items:
+                if isinstance(item, TextDone) and self._diagnostics is not None:
+                    await self._diagnostics.finished(self._finished(job, item))
+                yield item
+
+    def _finished(self, job: Job, done: TextDone) -> Finished:
+        scope = Scope(self.settings.model_name, job.adapter_id, job.cache_salt, job.shared_salt)
+        return Finished(
+            job.request_id,
+            job.tenant,
+            scope,
+            job.token_ids,
+            job.hashes,
+            done.usage,
+            done.routed,
+            done.attempts,
+        )
 
     async def route(self, job: Job) -> Routed:
         """The decision :meth:`generate` would make now, recording nothing (the dry run)."""

@@ -25,12 +25,14 @@ class TextDelta:
 
 @dataclass(frozen=True, slots=True)
 class TextDone:
-    """End of the stream; ``finish_reason`` is STOP when a stop string ended it."""
+    """End of the stream; ``finish_reason`` is STOP when a stop string ended it; ``attempts``: the
+    workers tried (more than 1: an earlier one failed or was busy before its first token)."""
 
     finish_reason: FinishReason
     usage: Usage
     routed: Routed
     matched_stop: str | None = None  # the stop string that ended it, if one did
+    attempts: int = 1
 
 
 class TextGenerator:
@@ -57,4 +59,4 @@ class TextGenerator:
 def _finish(done: Done, stops: StopTrimmer) -> TextDone:
     matched = stops.matched or done.matched_stop
     reason = FinishReason.STOP if matched is not None else done.finish_reason
-    return TextDone(reason, done.usage, done.routed, matched)
+    return TextDone(reason, done.usage, done.routed, matched, done.attempts)

@@ -17,7 +17,10 @@ from kvgate.gateway.grpc_api import translate
 from kvgate.gateway.grpc_api.errors import errors_as_status
 from kvgate.proto import gateway_pb2, gateway_pb2_grpc
 
-REQUEST_ID_KEY = "x-request-id"  # trailing metadata of Generate and Route: the id in Final.request_id
+# Metadata of Generate (initial and trailing) and Route (trailing): the gateway's own id of the request,
+# the key of its diagnosis; a client's own request_id (echoed in Final.request_id) comes back beside it.
+REQUEST_ID_KEY = "x-request-id"
+CLIENT_ID_KEY = "x-client-request-id"
 
 
 class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
@@ -37,7 +40,8 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
                 wanted = translate.generate_request(request, context, self._core.model_name)
                 job = await self._core.prepare(wanted, caller)
                 shown_id = client_id or job.request_id
-                context.set_trailing_metadata(((REQUEST_ID_KEY, shown_id),))
+                await context.send_initial_metadata(_ids(job.request_id, client_id))
+                context.set_trailing_metadata(_ids(job.request_id, client_id))
                 async with contextlib.aclosing(self._core.generate(job)) as events:
                     async for item in events:
                         yield translate.response(item, job, shown_id)
@@ -54,7 +58,7 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
             try:
                 wanted = translate.generate_request(request, context, self._core.model_name)
                 job = await self._core.prepare(wanted, caller, charge=False)
-                context.set_trailing_metadata(((REQUEST_ID_KEY, client_id or job.request_id),))
+                context.set_trailing_metadata(_ids(job.request_id, client_id))
                 routed = await self._core.route(job)
             finally:
                 self._core.leave()
@@ -73,3 +77,12 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
             max_model_len=self._core.settings.limits.context_window,
         )
         return gateway_pb2.ListModelsResponse(models=[model])
+
+
+def _ids(request_id: str, client_id: str) -> tuple[tuple[str, str], ...]:
+    """The request's ids as metadata: the gateway's, and the client's own when it gave one."""
+    return (
+        ((REQUEST_ID_KEY, request_id), (CLIENT_ID_KEY, client_id))
+        if client_id
+        else ((REQUEST_ID_KEY, request_id),)
+    )

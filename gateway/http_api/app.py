@@ -18,6 +18,7 @@ from kvgate.gateway.http_api.anthropic_schemas import MessagesRequest
 from kvgate.gateway.http_api.auth import HttpAuth
 from kvgate.gateway.http_api.body_limit import BodyLimit, BodyReader
 from kvgate.gateway.http_api.dashboard import build_dashboard_router
+from kvgate.gateway.http_api.diagnose_routes import build_diagnose_router
 from kvgate.gateway.http_api.errors import install_error_handlers
 from kvgate.gateway.http_api.health import HEALTH_RESPONSES
 from kvgate.gateway.http_api.json_body import document_bodies
@@ -45,8 +46,11 @@ def create_app(
     app.add_middleware(RequestIds)  # outermost: every answer, refusals included, names its request
     app.include_router(build_openai_router(core, auth))
     app.include_router(build_anthropic_router(core, auth))
-    app.include_router(build_dashboard_router(metrics, directory))
+    app.include_router(
+        build_dashboard_router(metrics, directory, diagnosis_enabled=core.settings.diagnosis.enabled)
+    )
     app.include_router(build_route_router(core, auth))
+    app.include_router(build_diagnose_router(core, auth))
     document_bodies(app, [ChatCompletionRequest, CompletionRequest, MessagesRequest])
 
     @app.get("/metrics", response_class=PlainTextResponse)

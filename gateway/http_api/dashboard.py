@@ -21,10 +21,13 @@ _TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html"}
 _ASSETS = ("dashboard.js", "dashboard.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/uPlot.min.css")
 
 
-def build_dashboard_router(metrics: GatewayMetrics, directory: WorkerDirectory) -> APIRouter:
+def build_dashboard_router(
+    metrics: GatewayMetrics, directory: WorkerDirectory, *, diagnosis_enabled: bool = True
+) -> APIRouter:
     """The page and its assets are read once, here (no file I/O on the event loop per request). The
     figures the page plots are also on ``/metrics`` (for ``kvgate top``): this makes ``metrics`` export
-    the live workers' reported KV tiers and evictions too (:meth:`GatewayMetrics.watch_workers`)."""
+    the live workers' reported KV tiers and evictions too (:meth:`GatewayMetrics.watch_workers`).
+    ``diagnosis_enabled``: whether cache-miss diagnosis runs (the page says so when it does not)."""
     metrics.watch_workers(directory.live)
     router = APIRouter()
     html = (STATIC / "dashboard.html").read_text()
@@ -42,13 +45,17 @@ def build_dashboard_router(metrics: GatewayMetrics, directory: WorkerDirectory) 
 
     @router.get("/dashboard/data")
     async def data() -> dict[str, Any]:
-        return dashboard_data(metrics, directory)
+        return dashboard_data(metrics, directory, diagnosis_enabled=diagnosis_enabled)
 
     return router
 
 
-def dashboard_data(metrics: GatewayMetrics, directory: WorkerDirectory) -> dict[str, Any]:
-    """Cumulative figures now; the page turns successive answers into rates and time series."""
+def dashboard_data(
+    metrics: GatewayMetrics, directory: WorkerDirectory, *, diagnosis_enabled: bool = True
+) -> dict[str, Any]:
+    """Cumulative figures now; the page turns successive answers into rates and time series.
+    ``diagnosis``: whether cache-miss diagnosis runs, and the reusable prompt tokens missed so far by
+    diagnosed cause (every cause, 0 included: ``kvgate_cache_miss_tokens_total``)."""
     samples = _samples(metrics)
     workers = _workers(samples, directory)
     ttft = samples["ttft"]
@@ -59,6 +66,7 @@ def dashboard_data(metrics: GatewayMetrics, directory: WorkerDirectory) -> dict[
         "totals": {k: sum(w[k] for w in workers) for k in ("prompt_tokens", "cached_tokens", "predicted")},
         "reasons": dict(samples["reasons"]),
         "mispredicted": dict(samples["mispredicted"]),
+        "diagnosis": {"enabled": diagnosis_enabled, "missed": dict(samples["missed"])},
         "ttft": {
             "p50": bucket_quantile(ttft, 0.5),
             "p99": bucket_quantile(ttft, 0.99),
@@ -76,6 +84,7 @@ def _samples(metrics: GatewayMetrics) -> dict[str, Any]:
         "predicted": defaultdict(float),
         "reasons": defaultdict(float),
         "mispredicted": defaultdict(float),
+        "missed": defaultdict(float),
         "ttft": defaultdict(float),
         "errors": 0.0,
     }
@@ -96,6 +105,8 @@ def _take(out: dict[str, Any], name: str, labels: dict[str, str], value: float) 
         out["reasons"][labels["reason"]] += value
     elif name == "kvgate_cache_misprediction_tokens_total":
         out["mispredicted"][labels["cause"]] += value
+    elif name == "kvgate_cache_miss_tokens_total":
+        out["missed"][labels["cause"]] += value
     elif name == "kvgate_time_to_first_token_seconds_bucket":
         out["ttft"][float(labels["le"])] += value
     elif name == "kvgate_request_errors_total":

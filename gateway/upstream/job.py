@@ -29,6 +29,7 @@ class Job:
     cache_hint: CacheHint | None = None
     cache_key: str | None = None
     deadline_s: float | None = None
+    tenant: str = ""  # the name of the tenant it is for (the diagnosis record's key)
 
     @property
     def prompt_tokens(self) -> int:

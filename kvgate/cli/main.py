@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from kvgate.cli import (
     audit_cmd,
     bench_cmd,
+    diagnose_cmd,
     explain_cmd,
     fingerprint_cmd,
     gateway_cmd,
@@ -30,6 +31,7 @@ COMMANDS = {
     "index": index_cmd,
     "simulate": simulate_cmd,
     "explain": explain_cmd,
+    "diagnose": diagnose_cmd,
     "bench": bench_cmd,
     "top": top_cmd,
     "up": up_cmd,

@@ -21,6 +21,9 @@ class Snapshot:
     errors: float = 0.0
     degraded: bool = False
     mispredicted: dict[str, float] = field(default_factory=lambda: defaultdict(float))  # cause -> tokens
+    cache_misses: dict[str, float] = field(
+        default_factory=lambda: defaultdict(float)
+    )  # diagnosed cause -> tokens
     # worker -> (tier, state) -> blocks, and worker -> cause -> blocks, from the workers' heartbeats
     blocks: dict[str, dict[tuple[str, str], float]] = field(default_factory=lambda: defaultdict(dict))
     evicted: dict[str, dict[str, float]] = field(default_factory=lambda: defaultdict(dict))
@@ -50,6 +53,8 @@ def _take(snap: Snapshot, name: str, labels: dict[str, str], value: float) -> No
         snap.degraded = value >= 1
     elif name == "kvgate_cache_misprediction_tokens_total":
         snap.mispredicted[labels["cause"]] += value
+    elif name == "kvgate_cache_miss_tokens_total":
+        snap.cache_misses[labels["cause"]] += value
     else:
         _take_worker_load(snap, name, labels, value)
 
@@ -65,7 +70,8 @@ def _take_worker_load(snap: Snapshot, name: str, labels: dict[str, str], value: 
 
 def render(now: Snapshot, before: Snapshot | None, url: str) -> str:
     """The screen: overall and per-worker hit rate (since start and over the last interval), TTFT,
-    route reasons, mispredictions by cause, and each worker's KV tiers and evictions."""
+    route reasons, mispredictions by cause, missed tokens by diagnosed cause, and each worker's KV
+    tiers and evictions."""
     base = before or Snapshot()
     lines = [f"kvgate top  {url}" + ("   INDEX DEGRADED: load-based routing" if now.degraded else ""), ""]
     lines.append(f"{'worker':<22}{'prompt tok':>12}{'cached tok':>12}{'hit rate':>10}{'recent':>9}")
@@ -78,6 +84,7 @@ def render(now: Snapshot, before: Snapshot | None, url: str) -> str:
         f"TTFT p50 {fmt(p50)}  p99 {fmt(p99)}   errors {now.errors:.0f}",
         "routes  " + "  ".join(f"{r} {v:.0f}" for r, v in sorted(now.reasons.items())),
         "missed  " + "  ".join(f"{c} {v:.0f}" for c, v in sorted(now.mispredicted.items()) if v),
+        "miss causes  " + "  ".join(f"{c} {v:.0f}" for c, v in sorted(now.cache_misses.items()) if v),
     ]
     if now.blocks:
         lines += ["", f"{'worker':<22}{'GPU used':>10}{'cached':>8}{'free':>8}{'CPU held':>10}"

@@ -28,6 +28,9 @@ async def test_top_shows_the_hit_rate_of_a_repeated_prompt(live: LiveGateway) ->
     assert snap.reasons == {"new_prefix": 1, "cache_hit": 1}
     screen = render(snap, None, live.url)
     assert f"{cached / (2 * prompt):.1%}" in screen
+    first_missed = snap.cache_misses["new_prefix"]  # the first request's reusable tokens, none reused
+    assert first_missed > 0
+    assert f"miss causes  new_prefix {first_missed:.0f}" in screen
 
     proc = await asyncio.create_subprocess_exec(
         sys.executable,

@@ -54,6 +54,19 @@ def test_the_dashboard_shows_hit_rates_and_latencies() -> None:
     assert len({p["id"] for p in dash["panels"]}) == len(dash["panels"])
 
 
+def test_the_dashboard_charts_missed_tokens_by_diagnosed_cause() -> None:
+    dash = json.loads((DEPLOY / "grafana" / "kvgate-dashboard.json").read_text())
+    panels = [
+        p for p in dash["panels"] if any("kvgate_cache_miss_tokens_total" in t["expr"] for t in p["targets"])
+    ]
+    assert [p["title"] for p in panels] == ["Missed prompt tokens / s by diagnosed cause"]
+    [target] = panels[0]["targets"]
+    assert target["expr"] == "sum by (cause) (rate(kvgate_cache_miss_tokens_total[5m]))"
+    assert target["legendFormat"] == "{{cause}}"
+    assert "cause" in GatewayMetrics("m", "kvgate", 128).cache_miss._labelnames  # the label it sums by
+    assert "diagnosis is off" in panels[0]["description"]  # why it can be all zeros
+
+
 def test_alert_rules_cover_the_failure_modes() -> None:
     rules = yaml.safe_load((DEPLOY / "prometheus" / "alerts.yml").read_text())
     names = {r["alert"] for g in rules["groups"] for r in g["rules"]}

@@ -94,6 +94,7 @@ async def test_generate_and_route_return_the_request_id_as_trailing_metadata(
     call = stub.Generate(request("id"))
     messages = [m async for m in call]
     assert ("x-request-id", messages[-1].final.request_id) in tuple(await call.trailing_metadata())
+    assert dict(await call.initial_metadata())["x-request-id"] == messages[-1].final.request_id
     route = stub.Route(request("id"))
     await route
     assert dict(await route.trailing_metadata())["x-request-id"]
@@ -101,7 +102,12 @@ async def test_generate_and_route_return_the_request_id_as_trailing_metadata(
     mine.request_id = "client-chosen-7"
     call = stub.Generate(mine)
     assert [m async for m in call][-1].final.request_id == "client-chosen-7"  # echoed, as the .proto says
-    assert dict(await call.trailing_metadata())["x-request-id"] == "client-chosen-7"
+    trailing = dict(await call.trailing_metadata())
+    assert trailing["x-client-request-id"] == "client-chosen-7"
+    assert (
+        trailing["x-request-id"] == dict(await call.initial_metadata())["x-request-id"] != "client-chosen-7"
+    )
+    assert len(trailing["x-request-id"]) == 32  # the gateway's own id, the diagnosis key, never the client's
 
 
 async def test_the_callers_deadline_is_honoured(live: LiveGateway, channel: grpc.aio.Channel) -> None:

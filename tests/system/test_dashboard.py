@@ -12,19 +12,23 @@ import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
+from kvgate.common.tokenizer import Tokenizer
+from kvgate.gateway.diagnosis import Cause, DiagnosisSettings
 from kvgate.proto.workers import WorkerLoad
 from tests.gateway.test_openai_api import chat
-from tests.support.live_gateway import MODEL, LiveGateway
+from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
 
 CHARTS = {
     "chart-hit",
     "chart-workers",
     "chart-predicted",
     "chart-mispredicted",
+    "chart-misses",
     "chart-gpu",
     "chart-cpu",
     "chart-evictions",
@@ -97,7 +101,10 @@ async def heartbeats(live: LiveGateway) -> AsyncIterator[None]:
             await task
 
 
-async def test_the_dashboard_draws_every_chart_with_data(live: LiveGateway, tmp_path: Path) -> None:
+@contextlib.asynccontextmanager
+async def dashboard(live: LiveGateway, points: int, errors: list[str]) -> AsyncIterator[Any]:
+    """The live dashboard in headless Chromium once it has drawn ``points`` polls; the page's script
+    errors are appended to ``errors``."""
     browser_path = chromium()
     try:
         from playwright.async_api import async_playwright
@@ -105,35 +112,49 @@ async def test_the_dashboard_draws_every_chart_with_data(live: LiveGateway, tmp_
         if os.environ.get("CI"):
             raise
         pytest.skip("playwright is not installed (the dev extra)")
-    await traffic(live)
-    async with heartbeats(live), async_playwright() as pw:
+    async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=browser_path, headless=True, args=FLAGS)
         page = await browser.new_page(viewport={"width": 1280, "height": 1100})
-        errors: list[str] = []
         page.on("pageerror", lambda exc: errors.append(str(exc)))
         await page.goto(f"{live.url}/dashboard")
         await page.wait_for_function(
-            "window.kvgateDashboard && window.kvgateDashboard.points >= 4", timeout=30_000
+            f"window.kvgateDashboard && window.kvgateDashboard.points >= {points}", timeout=30_000
         )
+        try:
+            yield page
+        finally:
+            await browser.close()
+
+
+async def test_the_dashboard_draws_every_chart_with_data(live: LiveGateway, tmp_path: Path) -> None:
+    await traffic(live)
+    errors: list[str] = []
+    async with heartbeats(live), dashboard(live, 4, errors) as page:
         filled = await page.evaluate(
             "Object.fromEntries(Object.entries(window.kvgateDashboard.charts).map(([id, c]) =>"
             " [id, c.plot.data.slice(1).map(s => s.filter(v => v != null).length)]))"
         )
         hit = await page.evaluate("window.kvgateDashboard.charts['chart-hit'].plot.data[1].at(-1)")
         labels = await page.evaluate(
-            "Object.fromEntries(['chart-mispredicted', 'chart-gpu', 'chart-cpu', 'chart-evictions']"
-            ".map((id) => [id, window.kvgateDashboard.charts[id].plot.series.slice(1).map((s) => s.label)]))"
+            "Object.fromEntries(['chart-mispredicted', 'chart-misses', 'chart-gpu', 'chart-cpu',"
+            " 'chart-evictions'].map((id) =>"
+            " [id, window.kvgateDashboard.charts[id].plot.series.slice(1).map((s) => s.label)]))"
         )
+        misses_note = await page.locator("#misses-now").inner_text()
+        missed = (await (await page.request.get(f"{live.url}/dashboard/data")).json())["diagnosis"]["missed"]
         canvases = await page.locator("canvas").count()
         await page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
         if os.environ.get("KVGATE_DASHBOARD_SCREENSHOT"):
             await page.screenshot(path=os.environ["KVGATE_DASHBOARD_SCREENSHOT"], full_page=True)
-        await browser.close()
     assert errors == []
     assert set(filled) == CHARTS
     assert all(filled[chart] and max(filled[chart]) >= 2 for chart in CHARTS), filled
     assert canvases == len(CHARTS)
     assert 0 < hit < 1  # one hit out of four requests: some, not all, tokens cached
+    missing = labels.pop("chart-misses")
+    assert missing == sorted(c for c, tokens in missed.items() if tokens > 0) != []  # the causes that missed
+    assert misses_note.startswith("Since start: ")
+    assert all(f"{cause} {int(missed[cause]):,} tokens" in misses_note for cause in missing), misses_note
     assert labels == {
         "chart-mispredicted": ["stale_index"],
         "chart-gpu": ["w0 used", "w0 cached", "w1 used", "w1 cached"],
@@ -155,3 +176,43 @@ async def test_dashboard_assets_are_served_locally_and_nothing_else(live: LiveGa
     assert script.headers["content-type"].startswith("text/javascript")
     assert escape.status_code == 404
     assert {w["worker"] for w in data["workers"]} == {"w0", "w1"}
+
+
+async def test_the_missed_tokens_panel_says_why_it_is_empty(tokenizer: Tokenizer) -> None:
+    errors: list[str] = []
+    async with running_gateway(tokenizer) as live, dashboard(live, 2, errors) as page:
+        idle = await page.locator("#misses-now").inner_text()
+    async with running_gateway(tokenizer, diagnosis=DiagnosisSettings(enabled=False)) as live:
+        await traffic(live)
+        async with dashboard(live, 2, errors) as page:
+            off = await page.locator("#misses-now").inner_text()
+            series = await page.evaluate("window.kvgateDashboard.charts['chart-misses'].plot.series.length")
+    assert errors == []
+    assert idle.startswith("No missed tokens diagnosed yet")
+    assert off.startswith("Cache-miss diagnosis is off")
+    assert series == 1  # the time axis alone: no cause is drawn
+
+
+async def test_dashboard_data_counts_missed_tokens_by_diagnosed_cause(live: LiveGateway) -> None:
+    await traffic(live)
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        page = (await http.get("/dashboard")).text
+        data = (await http.get("/dashboard/data")).json()
+        exposition = (await http.get("/metrics")).text
+    assert '<div class="chart" id="chart-misses">' in page
+    assert '<p class="note" id="misses-now">' in page
+    assert data["diagnosis"]["enabled"] is True
+    missed = data["diagnosis"]["missed"]
+    assert set(missed) == {cause.value for cause in Cause}
+    assert sum(missed.values()) > 0
+    for cause, tokens in missed.items():
+        assert f'kvgate_cache_miss_tokens_total{{cause="{cause}"}} {float(tokens)}' in exposition
+
+
+async def test_dashboard_data_says_when_diagnosis_is_off(tokenizer: Tokenizer) -> None:
+    async with running_gateway(tokenizer, diagnosis=DiagnosisSettings(enabled=False)) as live:
+        await traffic(live)
+        async with httpx.AsyncClient(base_url=live.url) as http:
+            data = (await http.get("/dashboard/data")).json()
+    assert data["diagnosis"]["enabled"] is False
+    assert set(data["diagnosis"]["missed"].values()) == {0.0}

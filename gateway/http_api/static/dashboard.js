@@ -11,6 +11,7 @@ window.kvgateDashboard = state;
 const pct = (v) => (v == null ? "-" : (100 * v).toFixed(1) + "%");
 const num = (v) => (v == null ? "-" : Number.isInteger(v) || Math.abs(v) >= 100
   ? Math.round(v).toLocaleString() : v.toFixed(1));
+const rate = (v) => (v == null ? "-" : v.toFixed(1));
 const secs = (v) => (v == null ? "-" : v < 1 ? (1000 * v).toFixed(0) + " ms" : v.toFixed(2) + " s");
 
 function ratio(a, b) {
@@ -56,6 +57,26 @@ function evicted(d, cause) {
   return d.workers.reduce((sum, w) => sum + (w.evicted[cause] ?? 0), 0);
 }
 
+// Reusable prompt tokens missed per second, by diagnosed cause: one series per cause that has missed
+// any since the gateway started (a hit misses none), and under the chart the totals and last rates,
+// or why there is nothing to draw.
+function drawMisses(h, xs) {
+  const missed = h[h.length - 1].diagnosis.missed;
+  const causes = Object.keys(missed).filter((c) => missed[c] > 0).sort();
+  const series = causes.map((c) => [c, perSecond(h, (d) => d.diagnosis.missed[c] ?? 0)]);
+  draw("chart-misses", xs, series, rate);
+  document.getElementById("misses-now").textContent = missesNote(h[h.length - 1].diagnosis, series);
+}
+
+function missesNote(diagnosis, series) {
+  if (!diagnosis.enabled) return "Cache-miss diagnosis is off (diagnosis.enabled = false): nothing is diagnosed.";
+  if (!series.length) {
+    return "No missed tokens diagnosed yet: no request has finished, or every one reused all it could.";
+  }
+  return "Since start: " + series.map(([c, values]) =>
+    `${c} ${num(diagnosis.missed[c])} tokens (now ${rate(values[values.length - 1])}/s)`).join(" · ");
+}
+
 // series: [label, values, uPlot series options (optional)]; fmt: value formatter; unit: true for
 // fractions in [0, 1] (fixed 0-100% axis)
 function draw(id, xs, series, fmt, unit = false) {
@@ -96,10 +117,11 @@ function render() {
     ["actual", h.map((d) => d.totals.cached_tokens)]], num);
   const causes = Object.keys(h[h.length - 1].mispredicted).sort();
   draw("chart-mispredicted", xs, causes.map((c) => [c, h.map((d) => d.mispredicted[c] ?? 0)]), num);
+  drawMisses(h, xs);
   draw("chart-gpu", xs, tierSeries(h, "gpu", ["used", "cached"]), pct, true);
   draw("chart-cpu", xs, tierSeries(h, "cpu", ["cached"]), pct, true);
   draw("chart-evictions", xs, ["ttl", "pressure", "offload"].map((c) => [c, perSecond(h, (d) => evicted(d, c))]),
-    (v) => (v == null ? "-" : v.toFixed(1)));
+    rate);
   const reasons = Object.keys(h[h.length - 1].reasons).sort();
   draw("chart-reasons", xs, reasons.map((r) => [r, h.map((d) => d.reasons[r] ?? 0)]), num);
   draw("chart-ttft", xs, [["p50", h.map((d) => d.ttft.p50)], ["p99", h.map((d) => d.ttft.p99)]], secs);

@@ -1,0 +1,84 @@
+"""The cache diagnostics as the request core drives them: the work of a diagnosis runs off the event
+loop, a diagnosis that fails never fails its request, and the route note carries the attempts."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import numpy as np
+import pytest
+
+from kvgate.gateway.diagnosis import Cause, DiagnosisSettings
+from kvgate.gateway.diagnosis.diagnose import Layout
+from kvgate.gateway.diagnosis.recorder import CacheDiagnostics, Finished
+from kvgate.gateway.routing.types import Routed, RouteDecision, RouteReason
+from kvgate.proto.ids import WorkerId
+from kvgate.proto.sampling import Usage
+from tests.gateway.diagnosis.records import SCOPE, tokens
+
+PROMPT = tokens(900, seed=1)
+
+
+class Tokenizer:
+    """Decodes to a volatile-looking text, noting the thread it ran in; ``fail`` makes it raise."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.threads: list[int] = []
+
+    def decode(self, ids: np.ndarray, *, skip_special_tokens: bool = False) -> str:
+        self.threads.append(threading.get_ident())
+        if self.fail:
+            raise RuntimeError("the tokenizer broke")
+        return "Current time: 2025-06-01T12:34:56Z."
+
+
+def finished(request_id: str, ids: np.ndarray, cached: int = 0, attempts: int = 1) -> Finished:
+    decision = RouteDecision(WorkerId("w0"), RouteReason.NEW_PREFIX, 0)
+    usage = Usage(prompt_tokens=len(ids), cached_tokens=cached, cached_gpu_tokens=cached)
+    return Finished(request_id, "a", SCOPE, ids, (), usage, Routed(decision, None, 0), attempts)
+
+
+def diagnostics(tokenizer: Tokenizer, seen: list | None = None) -> CacheDiagnostics:
+    return CacheDiagnostics(
+        DiagnosisSettings(), Layout(128, 16), tokenizer, dict, seen.append if seen is not None else None
+    )
+
+
+async def test_the_diagnosis_runs_in_a_worker_thread_and_is_recorded_on_the_loop() -> None:
+    tokenizer, seen = Tokenizer(), []
+    cache = diagnostics(tokenizer, seen)
+    await cache.finished(finished("r1", PROMPT))
+    stamped = np.concatenate([PROMPT[:300], [11, 22, 33], PROMPT[300:]])
+    found = await cache.finished(finished("r2", stamped, cached=256))
+    assert found is not None
+    assert found.cause is Cause.CHANGED_CONTENT  # the excerpt was decoded: r2 was compared with r1
+    assert tokenizer.threads
+    assert threading.get_ident() not in tokenizer.threads  # not on the event loop's thread
+    assert [d.cause for d in seen] == [Cause.NEW_PREFIX, Cause.CHANGED_CONTENT]
+    assert cache.report("a", "r2")["cause"] == "changed_content"
+
+
+async def test_a_diagnosis_that_fails_is_logged_and_records_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    seen: list = []
+    cache = diagnostics(Tokenizer(fail=True), seen)
+    assert (await cache.finished(finished("r1", PROMPT))).cause is Cause.NEW_PREFIX  # nothing to decode
+    stamped = np.concatenate([PROMPT[:300], [11, 22, 33], PROMPT[300:]])
+    with caplog.at_level(logging.ERROR):
+        assert await cache.finished(finished("r2", stamped, cached=256)) is None
+    assert "the cache diagnosis of request r2 failed" in caplog.text
+    assert cache.report("a", "r2") is None
+    assert len(seen) == 1
+
+
+async def test_the_route_note_carries_the_attempts() -> None:
+    cache = diagnostics(Tokenizer())
+    await cache.finished(finished("r1", PROMPT, attempts=3))
+    assert cache.report("a", "r1")["evidence"]["attempts"] == 3
+
+
+async def test_switched_off_it_records_nothing() -> None:
+    cache = CacheDiagnostics(DiagnosisSettings(enabled=False), Layout(128, 16), Tokenizer(), dict)
+    assert await cache.finished(finished("r1", PROMPT)) is None
+    assert len(cache.recent) == 0
