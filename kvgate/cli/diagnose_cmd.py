@@ -43,8 +43,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"kvgate diagnose: cannot reach {args.url}: {exc}", file=sys.stderr)
         return 1
     if reply.status_code != 200:
-        message = reply.json().get("error", {}).get("message") if reply.content else ""
-        print(f"kvgate diagnose: {reply.status_code}: {message}", file=sys.stderr)
+        print(f"kvgate diagnose: {reply.status_code}: {_error_message(reply)}", file=sys.stderr)
         return 1
-    print(json.dumps(reply.json(), indent=2) if args.json else render(reply.json()))
+    try:
+        answer = reply.json()
+        print(json.dumps(answer, indent=2) if args.json else render(answer))
+    except (ValueError, KeyError, TypeError):
+        print(f"kvgate diagnose: no diagnosis in the answer: {reply.text[:200]!r}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _error_message(reply: httpx.Response) -> str:
+    """The OpenAI-style error's message, or the start of whatever else came back (a proxy's page)."""
+    try:
+        return str(reply.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return reply.text[:200]

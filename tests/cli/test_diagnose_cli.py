@@ -3,10 +3,15 @@ own request, and a refusal for another tenant's."""
 
 from __future__ import annotations
 
+import argparse
 import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
+import pytest
 
+from kvgate.cli import diagnose_cmd
 from kvgate.cli.api_key import API_KEY_ENV
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
@@ -40,3 +45,36 @@ async def test_diagnose_tells_the_cause_of_ones_own_request_only(tokenizer: Toke
         )
         assert (code, out) == (1, "")
         assert "404" in err
+
+
+class _Proxy(BaseHTTPRequestHandler):
+    """What sits in front of a gateway at times: answers an HTML page, with the status in the path."""
+
+    def do_GET(self) -> None:
+        status = 200 if "/ok-" in self.path else 502
+        body = b"<html><body>Bad Gateway</body></html>"
+        self.send_response(status)
+        self.send_header("content-type", "text/html")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_answer_that_is_not_a_diagnosis_is_reported_not_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Proxy)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        for request_id, expected in (("bad-1", "502: <html>"), ("ok-1", "no diagnosis in the answer")):
+            args = argparse.Namespace(request_id=request_id, url=url, json=False, api_key_file=None)
+            assert diagnose_cmd.run(args) == 1
+            assert expected in capsys.readouterr().err
+    finally:
+        server.shutdown()
+        server.server_close()
