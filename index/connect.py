@@ -8,6 +8,8 @@ the URL's query win over these, as in redis-py's ``from_url``.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -22,6 +24,21 @@ from kvgate.index.types import IndexUnavailableError
 
 T = TypeVar("T")
 _UNREACHABLE = (RedisError, OSError, TimeoutError)
+_log = logging.getLogger(__name__)
+_CLOSE_S = 2.0  # for a client that never worked: its close has nothing to flush
+
+
+async def close_redis(client: Redis | RedisCluster, timeout_s: float) -> None:
+    """Closes ``client``'s connections, waiting at most ``timeout_s``: closing a connection waits
+    for its transport to report the close, which a stalled peer or transport may never do, and a
+    shutdown must not hang on it. Connections still closing then are left to the garbage collector
+    (logged). Never raises for a failed close."""
+    try:
+        await asyncio.wait_for(client.aclose(), timeout_s)
+    except TimeoutError:
+        _log.warning("closing the Redis client took over %.1f s; left its connections to close", timeout_s)
+    except _UNREACHABLE as exc:
+        _log.warning("closing the Redis client failed: %s", exc)
 
 
 class SentinelPrimary(Redis):
@@ -130,10 +147,10 @@ async def _checked(call: Awaitable[T], client: Redis | RedisCluster, url: str) -
     try:
         return await call
     except TypeError as exc:  # an option of the URL that the connection does not take
-        await client.aclose()
+        await close_redis(client, _CLOSE_S)
         raise RedisUrlError(url, str(exc)) from None
     except _UNREACHABLE as exc:
-        await client.aclose()
+        await close_redis(client, _CLOSE_S)
         raise IndexUnavailableError(f"Redis at {mask_url(url)} is unavailable: {_reason(exc)}") from exc
 
 

@@ -34,6 +34,7 @@ from kvgate.index.codec import (
     holding_args,
     ttl_ms,
 )
+from kvgate.index.connect import close_redis
 from kvgate.index.scripts import IndexScripts, LuaScript, run_group_calls
 from kvgate.index.settings import IndexSettings
 from kvgate.index.types import (
@@ -186,7 +187,8 @@ class RedisPrefixIndex:
         await self._run(self._scripts.add_pending, worker_id, ttl, *hashes)
 
     async def close(self) -> None:
-        await self._client.aclose()
+        """Closes the client, within the index timeout (and a second): see :func:`close_redis`."""
+        await close_redis(self._client, self._settings.timeout_s + 1.0)
 
     # -- internals -------------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 from redis.asyncio import Redis, RedisCluster
 
-from kvgate.index.connect import SentinelPrimary, open_redis
+from kvgate.index.connect import SentinelPrimary, close_redis, open_redis
 from kvgate.index.redis_url import RedisUrlError
 from kvgate.index.types import IndexUnavailableError
 from tests.support.certs import make_certs
@@ -285,3 +285,19 @@ def _assert_masked(exc: BaseException) -> None:
     text = "".join(traceback.format_exception(exc))
     assert SECRET not in text
     assert "***" in str(exc)
+
+
+class _StuckClose:
+    """A client whose close never completes (a transport that never reports it closed)."""
+
+    closing = False
+
+    async def aclose(self) -> None:
+        self.closing = True
+        await asyncio.Event().wait()
+
+
+async def test_a_close_that_never_completes_is_given_up_after_the_timeout() -> None:
+    stuck = _StuckClose()
+    await asyncio.wait_for(close_redis(stuck, timeout_s=0.2), 5.0)  # type: ignore[arg-type]  # a hang fails
+    assert stuck.closing
