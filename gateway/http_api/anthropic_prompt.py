@@ -21,7 +21,7 @@ def anthropic_request(body: MessagesRequest) -> GenerateRequest:
         ChatInput(rendered, tuple(breakpoints)),
         sampling,
         tuple(body.stop_sequences or ()),
-        cache_key=body.metadata.user_id if body.metadata else None,
+        cache_key=body.prompt_cache_key,
     )
 
 

@@ -45,6 +45,9 @@ class MessagesRequest(StrictBody):
     top_k: TopK | None = None
     stream: bool = False
     metadata: Metadata | None = None
+    # extension (OpenAI's prompt_cache_key, same meaning): a routing hint combined with the prefix
+    # hash; metadata.user_id only names the user, as OpenAI's `user` does
+    prompt_cache_key: Annotated[Text, Field(max_length=1024)] | None = None
 
     @model_validator(mode="after")
     def _few_breakpoints(self) -> MessagesRequest:
