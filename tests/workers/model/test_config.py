@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kvgate.workers.model import LlamaModel, ModelConfig, RopeScaling
+from kvgate.workers.model import DecoderModel, RopeScaling, model_config
 
 LLAMA = {
     "model_type": "llama",
@@ -27,7 +27,7 @@ LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
 
 
 def test_llama31_in_the_transformers_4_spelling() -> None:
-    config = ModelConfig.from_hf_config(
+    config = model_config(
         {**LLAMA, "rope_theta": 500000.0, "rope_scaling": {"rope_type": "llama3", **LLAMA31_ROPE}}
     )
     assert (config.head_dim, config.num_kv_heads, config.rope_theta) == (128, 8, 500000.0)
@@ -38,7 +38,7 @@ def test_llama31_in_the_transformers_4_spelling() -> None:
 
 def test_rope_parameters_in_the_transformers_5_spelling() -> None:
     params = {"rope_type": "linear", "rope_theta": 1e6, "factor": 2.0}
-    config = ModelConfig.from_hf_config({**LLAMA, "rope_parameters": params, "eos_token_id": 2})
+    config = model_config({**LLAMA, "rope_parameters": params, "eos_token_id": 2})
     assert (config.rope_theta, config.rope_scaling) == (1e6, RopeScaling("linear", factor=2.0))
     assert config.eos_token_ids == (2,)
 
@@ -46,13 +46,13 @@ def test_rope_parameters_in_the_transformers_5_spelling() -> None:
 def test_qwen2_has_qkv_biases_and_an_inactive_window() -> None:
     qwen = {**LLAMA, "model_type": "qwen2", "sliding_window": 4096, "use_sliding_window": False,
             "tie_word_embeddings": True}  # fmt: skip
-    config = ModelConfig.from_hf_config(qwen)
+    config = model_config(qwen)
     assert (config.qkv_bias, config.o_bias, config.tie_word_embeddings) == (True, False, True)
     assert config.max_position_embeddings == 131072
 
 
 def test_an_active_sliding_window_caps_the_context() -> None:
-    config = ModelConfig.from_hf_config({**LLAMA, "model_type": "mistral", "sliding_window": 4096})
+    config = model_config({**LLAMA, "model_type": "mistral", "sliding_window": 4096})
     assert config.max_position_embeddings == 4096
 
 
@@ -67,16 +67,16 @@ def test_an_active_sliding_window_caps_the_context() -> None:
 )
 def test_unsupported_configs_are_rejected(change: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        ModelConfig.from_hf_config({**LLAMA, **change})
+        model_config({**LLAMA, **change})
 
 
 def test_freq_factors_must_cover_half_the_head() -> None:
     with pytest.raises(ValueError, match="freq_factors"):
-        replace(ModelConfig.from_hf_config(LLAMA), rope_scaling=RopeScaling("factors", freq_factors=(1.0,)))
+        replace(model_config(LLAMA), rope_scaling=RopeScaling("factors", freq_factors=(1.0,)))
 
 
 @pytest.mark.slow
-def test_smollm2_config_from_gguf_metadata(smollm2: LlamaModel) -> None:
+def test_smollm2_config_from_gguf_metadata(smollm2: DecoderModel) -> None:
     config = smollm2.config
     assert config.architecture == "llama"
     sizes = (config.vocab_size, config.hidden_size, config.intermediate_size, config.num_layers)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kvgate.kernels import get_kernels
-from kvgate.workers.model import LlamaModel, ScheduledSequence, allocate_kv_caches, build_step, load_model
+from kvgate.workers.model import DecoderModel, ScheduledSequence, allocate_kv_caches, build_step, load_model
 from tests.common.tokenizer.default_model import transformers_module
 from tests.workers.model.harness import PagedRunner
 from tests.workers.model.tiny import VARIANTS, save_tiny_model
@@ -24,7 +24,7 @@ TOL = {"atol": 2e-5, "rtol": 1e-4}
 @dataclass(frozen=True)
 class Pair:
     hf: Any
-    ours: LlamaModel
+    ours: DecoderModel
     folder: Path
 
 
@@ -45,7 +45,7 @@ def _hf_logits(hf: Any, ids: list[int]) -> torch.Tensor:
         return hf(torch.tensor([ids])).logits[0]  # [T, vocab]
 
 
-def _forward(model: LlamaModel, caches: Any, seqs: list[ScheduledSequence], ids: list[int],
+def _forward(model: DecoderModel, caches: Any, seqs: list[ScheduledSequence], ids: list[int],
              every_row: bool = False) -> torch.Tensor:  # fmt: skip
     step = build_step(seqs, BLOCK, "cpu")
     attn = replace(step.attn, logits_indices=torch.arange(len(ids))) if every_row else step.attn
