@@ -56,10 +56,16 @@ def test_an_active_sliding_window_caps_the_context() -> None:
     assert config.max_position_embeddings == 4096
 
 
+def test_qwen3_normalises_q_and_k_heads() -> None:
+    config = model_config({**LLAMA, "model_type": "qwen3", "head_dim": 128, "attention_bias": False})
+    assert (config.qk_norm, config.qkv_bias, config.head_dim) == (True, False, 128)
+    assert (config.layer_windows, config.moe) == ((), None)
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"model_type": "gpt2"}, "model_type 'gpt2' is not supported"),
+        ({"model_type": "gpt2"}, r"model_type 'gpt2' is not supported; supported: .*llama.*qwen3"),
         ({"hidden_act": "gelu"}, "hidden_act"),
         ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0}}, "RoPE scaling 'yarn'"),
         ({"num_key_value_heads": 5}, "must divide"),

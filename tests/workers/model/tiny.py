@@ -41,7 +41,12 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     }),
     "qwen2-biases-tied": ("Qwen2Config", {"tie_word_embeddings": True, "use_sliding_window": False}),
     "mistral": ("MistralConfig", {"sliding_window": None}),
+    # head_dim 32 != hidden / heads: the q/k norms are over head_dim
+    "qwen3": ("Qwen3Config", {"head_dim": 32, "rope_parameters": {"rope_type": "default",
+                                                                  "rope_theta": 1e6}}),
 }  # fmt: skip
+# the families beyond Llama's, each also run through the engine (tests/workers/engine/test_family_parity.py)
+FAMILY_VARIANTS = ("qwen3",)
 
 
 def save_tiny_model(variant: str, folder: Path, seed: int = 0) -> Any:
