@@ -62,6 +62,58 @@ def test_qwen3_normalises_q_and_k_heads() -> None:
     assert (config.layer_windows, config.moe) == ((), None)
 
 
+GEMMA = {**LLAMA, "model_type": "gemma2", "head_dim": 256, "query_pre_attn_scalar": 144,
+         "sliding_window": 4096, "attn_logit_softcapping": 50.0, "final_logit_softcapping": 30.0,
+         "hidden_activation": "gelu_pytorch_tanh", "num_hidden_layers": 4}  # fmt: skip
+
+
+def test_gemma2_in_the_transformers_4_spelling_alternates_local_and_global_layers() -> None:
+    config = model_config(GEMMA)
+    assert config.layer_windows == (4096, None, 4096, None)
+    assert (config.attn_softcap, config.final_softcap, config.attn_scale) == (50.0, 30.0, 144**-0.5)
+    assert (config.norm_offset, config.embed_scale, config.hidden_act) == (1.0, 4096**0.5, "gelu_tanh")
+    assert (config.sandwich_norms, config.qk_norm) == (True, False)
+    assert config.tie_word_embeddings  # Gemma's default
+    assert config.max_position_embeddings == 131072  # a window never caps a Gemma's context
+
+
+def test_gemma3_in_the_transformers_4_spelling() -> None:
+    gemma3 = {**GEMMA, "model_type": "gemma3_text", "num_hidden_layers": 12, "sliding_window_pattern": 6,
+              "rope_theta": 1e6, "rope_local_base_freq": 1e4, "attn_logit_softcapping": None,
+              "final_logit_softcapping": None,
+              "rope_scaling": {"rope_type": "linear", "factor": 8.0}}  # fmt: skip
+    config = model_config(gemma3)
+    assert config.layer_windows == (*[4096] * 5, None, *[4096] * 5, None)
+    assert (config.rope_theta, config.local_rope_theta) == (1e6, 1e4)
+    assert config.rope_scaling == RopeScaling("linear", factor=8.0)
+    assert config.qk_norm
+    assert (config.attn_softcap, config.final_softcap) == (None, None)
+
+
+def test_gemma3_in_the_transformers_5_spelling() -> None:
+    params = {"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+              "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}}  # fmt: skip
+    types = ["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"]
+    config = model_config(
+        {**GEMMA, "model_type": "gemma3_text", "rope_parameters": params, "layer_types": types}
+    )
+    assert config.layer_windows == (4096, None, 4096, 4096)
+    assert (config.rope_theta, config.rope_scaling, config.local_rope_theta) == (1e6, None, 1e4)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"hidden_activation": "gelu"}, "hidden_activation='gelu' is not supported"),
+        ({"use_bidirectional_attention": True}, "bidirectional"),
+        ({"layer_types": ["chunked_attention"] * 4}, "layer types"),
+    ],
+)
+def test_unsupported_gemma_options_are_rejected(change: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        model_config({**GEMMA, **change})
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

@@ -44,9 +44,23 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     # head_dim 32 != hidden / heads: the q/k norms are over head_dim
     "qwen3": ("Qwen3Config", {"head_dim": 32, "rope_parameters": {"rope_type": "default",
                                                                   "rope_theta": 1e6}}),
+    # windows of 8 tokens (2 blocks of 4) on layer 0, a global layer 1; caps small enough to bite; a score
+    # scale other than head_dim's; Gemma 3's global RoPE scaled and its local one at another base
+    "gemma2": ("Gemma2Config", {
+        "head_dim": 16, "query_pre_attn_scalar": 24, "sliding_window": 8,
+        "attn_logit_softcapping": 4.0, "final_logit_softcapping": 3.0,
+    }),
+    "gemma3": ("Gemma3TextConfig", {
+        "head_dim": 16, "query_pre_attn_scalar": 24, "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+    }),
 }  # fmt: skip
 # the families beyond Llama's, each also run through the engine (tests/workers/engine/test_family_parity.py)
-FAMILY_VARIANTS = ("qwen3",)
+FAMILY_VARIANTS = ("qwen3", "gemma2", "gemma3")
 
 
 def save_tiny_model(variant: str, folder: Path, seed: int = 0) -> Any:
