@@ -114,6 +114,24 @@ def test_unsupported_gemma_options_are_rejected(change: dict[str, Any], message:
         model_config({**GEMMA, **change})
 
 
+PHI3 = {**LLAMA, "model_type": "phi3", "num_hidden_layers": 3, "sliding_window": 2047,
+        "max_position_embeddings": 4096}  # fmt: skip
+
+
+def test_phi3_windows_every_layer_and_reads_partial_rotary_in_both_spellings() -> None:
+    config = model_config({**PHI3, "partial_rotary_factor": 0.75})  # transformers 4
+    assert config.layer_windows == (2047, 2047, 2047)
+    assert (config.rotary_dim, config.rotary_dims, config.max_position_embeddings) == (96, 96, 4096)
+    params = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 0.5}  # transformers 5
+    assert model_config({**PHI3, "rope_parameters": params}).rotary_dims == 64
+
+
+def test_phi3_longrope_is_refused() -> None:
+    longrope = {"type": "longrope", "short_factor": [1.0] * 64, "long_factor": [2.0] * 64}
+    with pytest.raises(ValueError, match="RoPE scaling 'longrope' is not supported"):
+        model_config({**PHI3, "rope_scaling": longrope})
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [

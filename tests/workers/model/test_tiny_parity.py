@@ -19,6 +19,11 @@ from tests.workers.model.tiny import VARIANTS, save_tiny_model
 
 BLOCK = 4  # small blocks: every sequence crosses several block boundaries
 TOL = {"atol": 2e-5, "rtol": 1e-4}
+# by model_type: a checkpoint tensor of layer 1 to drop, and how the loader must name what is then missing
+DROPPED = {
+    "llama": ("model.layers.1.mlp.up_proj.weight", r"layers\.1\.mlp\.gate_up\.weight\[up\]"),
+    "phi3": ("model.layers.1.mlp.gate_up_proj.weight", r"layers\.1\.mlp\.gate_up\.weight\[gate\]"),
+}
 
 
 @dataclass(frozen=True)
@@ -115,8 +120,9 @@ def test_a_missing_weight_is_reported(pair: Pair, tmp_path: Path) -> None:
 
     source = pair.folder
     tensors = load_file(source / "model.safetensors")
-    del tensors["model.layers.1.mlp.up_proj.weight"]
+    dropped, reported = DROPPED.get(pair.hf.config.model_type, DROPPED["llama"])
+    del tensors[dropped]
     save_file(tensors, tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_text((source / "config.json").read_text())
-    with pytest.raises(ValueError, match=r"layers\.1\.mlp\.gate_up\.weight\[up\]"):
+    with pytest.raises(ValueError, match=reported):
         load_model(tmp_path, get_kernels("reference"))

@@ -58,9 +58,11 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
             "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
         },
     }),
+    # fused qkv / gate_up checkpoints, half the head rotated, a 12-token window on every layer
+    "phi3": ("Phi3Config", {"partial_rotary_factor": 0.5, "sliding_window": 12}),
 }  # fmt: skip
 # the families beyond Llama's, each also run through the engine (tests/workers/engine/test_family_parity.py)
-FAMILY_VARIANTS = ("qwen3", "gemma2", "gemma3")
+FAMILY_VARIANTS = ("qwen3", "gemma2", "gemma3", "phi3")
 
 
 def save_tiny_model(variant: str, folder: Path, seed: int = 0) -> Any:
