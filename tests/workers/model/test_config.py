@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kvgate.workers.model import DecoderModel, RopeScaling, model_config
+from kvgate.workers.model import DecoderModel, MoEConfig, RopeScaling, model_config
 
 LLAMA = {
     "model_type": "llama",
@@ -130,6 +130,22 @@ def test_phi3_longrope_is_refused() -> None:
     longrope = {"type": "longrope", "short_factor": [1.0] * 64, "long_factor": [2.0] * 64}
     with pytest.raises(ValueError, match="RoPE scaling 'longrope' is not supported"):
         model_config({**PHI3, "rope_scaling": longrope})
+
+
+def test_mixtral_and_qwen3_moe_route_to_experts() -> None:
+    mixtral = model_config(
+        {**LLAMA, "model_type": "mixtral", "num_local_experts": 8, "num_experts_per_tok": 2}
+    )
+    assert mixtral.moe == MoEConfig(8, 2, 14336, renormalize=True)
+    assert mixtral.layer_windows == ()
+    qwen = {**LLAMA, "model_type": "qwen3_moe", "num_experts": 128, "num_experts_per_tok": 8,
+            "moe_intermediate_size": 768, "norm_topk_prob": True}  # fmt: skip
+    config = model_config(qwen)
+    assert (config.moe, config.qk_norm) == (MoEConfig(128, 8, 768, renormalize=True), True)
+    with pytest.raises(ValueError, match="mlp_only_layers"):
+        model_config({**qwen, "mlp_only_layers": [0]})
+    with pytest.raises(ValueError, match="decoder_sparse_step=2"):
+        model_config({**qwen, "decoder_sparse_step": 2})
 
 
 @pytest.mark.parametrize(

@@ -23,7 +23,11 @@ TOL = {"atol": 2e-5, "rtol": 1e-4}
 DROPPED = {
     "llama": ("model.layers.1.mlp.up_proj.weight", r"layers\.1\.mlp\.gate_up\.weight\[up\]"),
     "phi3": ("model.layers.1.mlp.gate_up_proj.weight", r"layers\.1\.mlp\.gate_up\.weight\[gate\]"),
-}
+    "mixtral": ("model.layers.1.block_sparse_moe.experts.2.w3.weight",
+                r"layers\.1\.mlp\.experts\.2\.gate_up\.weight\[up\]"),
+    "qwen3_moe": ("model.layers.1.mlp.experts.2.up_proj.weight",
+                  r"layers\.1\.mlp\.experts\.2\.gate_up\.weight\[up\]"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -60,9 +60,14 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     }),
     # fused qkv / gate_up checkpoints, half the head rotated, a 12-token window on every layer
     "phi3": ("Phi3Config", {"partial_rotary_factor": 0.5, "sliding_window": 12}),
+    # routed experts: Mixtral renormalises the top 2 of 4; this Qwen3-MoE keeps the top 2 of 8 as they are
+    "mixtral": ("MixtralConfig", {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": None}),
+    "qwen3-moe": ("Qwen3MoeConfig", {
+        "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": False,
+    }),
 }  # fmt: skip
 # the families beyond Llama's, each also run through the engine (tests/workers/engine/test_family_parity.py)
-FAMILY_VARIANTS = ("qwen3", "gemma2", "gemma3", "phi3")
+FAMILY_VARIANTS = ("qwen3", "gemma2", "gemma3", "phi3", "mixtral", "qwen3-moe")
 
 
 def save_tiny_model(variant: str, folder: Path, seed: int = 0) -> Any:

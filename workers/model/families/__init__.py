@@ -11,13 +11,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvgate.workers.model.config import ModelConfig
-from kvgate.workers.model.families import gemma, llama, phi3, qwen3
+from kvgate.workers.model.families import gemma, llama, mixtral, phi3, qwen3
 from kvgate.workers.model.families.family import Family, LayerTarget
 
 _FAMILIES: dict[str, Family] = {
     family.model_type: family
     for family in (
-        llama.LLAMA, llama.MISTRAL, llama.QWEN2, qwen3.QWEN3, gemma.GEMMA2, gemma.GEMMA3, phi3.PHI3,
+        llama.LLAMA, llama.MISTRAL, llama.QWEN2, qwen3.QWEN3, qwen3.QWEN3_MOE,
+        gemma.GEMMA2, gemma.GEMMA3, phi3.PHI3, mixtral.MIXTRAL,
     )
 }  # fmt: skip
 HF_ARCHITECTURES = frozenset(_FAMILIES)
