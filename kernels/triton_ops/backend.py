@@ -61,7 +61,6 @@ class TritonKernels:
         window: int | None = None,
         softcap: float | None = None,
     ) -> torch.Tensor:
-        _check_options(window, softcap)
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         batch = check_block_tables(block_tables, context_lens)
         if cu_seqlens_q.shape != (batch + 1,) or cu_seqlens_q.dtype != torch.int32:
@@ -76,6 +75,8 @@ class TritonKernels:
             context_lens,
             scale,
             self.config,
+            window,
+            softcap,
         )
 
     def decode_attention(
@@ -90,13 +91,20 @@ class TritonKernels:
         window: int | None = None,
         softcap: float | None = None,
     ) -> torch.Tensor:
-        _check_options(window, softcap)
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         if check_block_tables(block_tables, context_lens) != q.shape[0]:
             raise ValueError("decode needs one query token per sequence")
         _check_runnable(k_cache)
         return decode.decode_attention(
-            _last_contiguous(q), k_cache, v_cache, block_tables.contiguous(), context_lens, scale, self.config
+            _last_contiguous(q),
+            k_cache,
+            v_cache,
+            block_tables.contiguous(),
+            context_lens,
+            scale,
+            self.config,
+            window,
+            softcap,
         )
 
     def copy_blocks(
@@ -115,14 +123,6 @@ class TritonKernels:
             copy_blocks.copy_blocks(src_k, src_v, dst_k, dst_v, src_ids, dst_ids, self.config)
         else:
             block_transfer.copy_within_device(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
-
-
-def _check_options(window: int | None, softcap: float | None) -> None:
-    if window is not None or softcap is not None:
-        raise ValueError(
-            "the triton kernels do not implement sliding windows or soft-capping yet (Gemma 2/3, Phi-3 "
-            "and Mixtral with a window); use the 'reference' backend for these models"
-        )
 
 
 def _runs_here(device: torch.device) -> bool:
