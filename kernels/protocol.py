@@ -8,6 +8,10 @@ Shared contract of all four operations:
   on that device, ``slot_mapping`` is int64.
 - No operation validates tensor *values* (block ids in range, lengths consistent): that would make the
   host wait for the device. Out-of-range values are undefined behaviour.
+- Score options of both attentions (keyword-only, None = off): ``softcap`` ``c`` turns every score
+  ``s = q.k * scale`` into ``c * tanh(s / c)`` before masking (Gemma 2); ``window`` ``W`` is a sliding
+  window: the query at position ``i`` sees positions ``max(0, i - W + 1) .. i`` only (``W`` tokens,
+  itself included). A backend that does not implement an option raises ``ValueError`` when asked for it.
 """
 
 from __future__ import annotations
@@ -47,6 +51,9 @@ class AttentionKernels(Protocol):
         cu_seqlens_q: torch.Tensor,
         context_lens: torch.Tensor,
         scale: float,
+        *,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         """Causal attention of a varlen batch whose context may start with a cached prefix.
 
@@ -66,9 +73,13 @@ class AttentionKernels(Protocol):
         block_tables: torch.Tensor,
         context_lens: torch.Tensor,
         scale: float,
+        *,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         """One new token per sequence: q ``[batch, heads, head_dim]`` attends to all ``context_lens[b]``
-        (>= 1) tokens of its sequence, its own KV included. Returns ``[batch, heads, head_dim]``."""
+        (>= 1) tokens of its sequence (the last ``window`` of them with a window), its own KV included.
+        Returns ``[batch, heads, head_dim]``."""
         ...
 
     def copy_blocks(

@@ -43,6 +43,9 @@ class ReferenceKernels:
         cu_seqlens_q: torch.Tensor,
         context_lens: torch.Tensor,
         scale: float,
+        *,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         check_block_tables(block_tables, context_lens)
@@ -52,7 +55,7 @@ class ReferenceKernels:
             start, end = bounds[b], bounds[b + 1]
             if end > start:
                 k, v = gather_context(k_cache, v_cache, block_tables[b], context_len)
-                out[start:end] = causal_attention(q[start:end], k, v, scale)
+                out[start:end] = causal_attention(q[start:end], k, v, scale, window=window, softcap=softcap)
         return out
 
     def decode_attention(
@@ -63,12 +66,18 @@ class ReferenceKernels:
         block_tables: torch.Tensor,
         context_lens: torch.Tensor,
         scale: float,
+        *,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         geometry = cache_geometry(k_cache, v_cache)
         check_query(q, geometry, k_cache)
         check_block_tables(block_tables, context_lens)
-        k, v, padding = gather_padded(k_cache, v_cache, block_tables, context_lens)
-        return padded_decode(q, k, v, padding, scale)
+        k, v, hidden = gather_padded(k_cache, v_cache, block_tables, context_lens)
+        if window is not None:  # and positions before the window: those < context_len - window
+            positions = torch.arange(hidden.shape[1], device=hidden.device)
+            hidden = hidden | (positions[None, :] < (context_lens.to(positions.dtype) - window)[:, None])
+        return padded_decode(q, k, v, hidden, scale, softcap=softcap)
 
     def copy_blocks(
         self,
@@ -93,11 +102,20 @@ def gather_context(
     return k_cache[blocks, offsets], v_cache[blocks, offsets]
 
 
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def causal_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    *,
+    window: int | None = None,
+    softcap: float | None = None,
+) -> torch.Tensor:
     """Attention of the last ``Q`` positions of a context over all of it, in fp32, GQA without copies.
 
     q ``[Q, heads, D]`` holds positions ``L-Q .. L-1`` of k, v ``[L, kv_heads, D]`` (``L >= Q``); the query
-    at position ``i`` sees positions ``0..i``. Returns ``[Q, heads, D]`` in q's dtype.
+    at position ``i`` sees positions ``0..i`` (``i-window+1..i`` with a window; scores soft-capped by
+    ``softcap``, see the protocol). Returns ``[Q, heads, D]`` in q's dtype.
     """
     num_q, num_heads, head_dim = q.shape
     context_len, num_kv_heads, _ = k.shape
@@ -107,10 +125,13 @@ def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: f
     qg = q.float().view(num_q, num_kv_heads, group, head_dim).permute(1, 2, 0, 3)  # [kvH, G, Q, D]
     kt = k.float().permute(1, 2, 0).unsqueeze(1)  # [kvH, 1, D, L]
     vg = v.float().permute(1, 0, 2).unsqueeze(1)  # [kvH, 1, L, D]
-    scores = (qg @ kt) * scale  # [kvH, G, Q, L]
+    scores = capped((qg @ kt) * scale, softcap)  # [kvH, G, Q, L]
     q_pos = torch.arange(context_len - num_q, context_len, device=q.device)
     k_pos = torch.arange(context_len, device=q.device)
-    scores.masked_fill_(k_pos[None, :] > q_pos[:, None], float("-inf"))
+    hidden = k_pos[None, :] > q_pos[:, None]  # [Q, L]
+    if window is not None:
+        hidden |= k_pos[None, :] <= q_pos[:, None] - window
+    scores.masked_fill_(hidden, float("-inf"))
     out = torch.softmax(scores, dim=-1) @ vg  # [kvH, G, Q, D]
     return out.permute(2, 0, 1, 3).reshape(num_q, num_heads, head_dim).to(q.dtype)
 
@@ -132,14 +153,26 @@ def gather_padded(
 
 
 def padded_decode(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, padding: torch.Tensor, scale: float
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    padding: torch.Tensor,
+    scale: float,
+    *,
+    softcap: float | None = None,
 ) -> torch.Tensor:
-    """softmax(q k^T * scale) v over each sequence's unpadded positions, GQA by grouping query heads:
-    q ``[B, heads, d]``, k / v ``[B, T, kv_heads, d]`` -> ``[B, heads, d]`` in q's dtype."""
+    """softmax(cap(q k^T * scale)) v over each sequence's positions not marked in ``padding [B, T]``,
+    GQA by grouping query heads: q ``[B, heads, d]``, k / v ``[B, T, kv_heads, d]`` -> ``[B, heads, d]``
+    in q's dtype."""
     batch, heads, dim = q.shape
     kv_heads = k.shape[2]
     grouped = q.float().view(batch, kv_heads, heads // kv_heads, dim)  # [B, kvh, g, d]
-    scores = torch.einsum("bkgd,btkd->bkgt", grouped, k.float()) * scale
+    scores = capped(torch.einsum("bkgd,btkd->bkgt", grouped, k.float()) * scale, softcap)
     scores = scores.masked_fill(padding[:, None, None, :], float("-inf"))
     out = torch.einsum("bkgt,btkd->bkgd", torch.softmax(scores, dim=-1), v.float())
     return out.reshape(batch, heads, dim).to(q.dtype)
+
+
+def capped(scores: torch.Tensor, softcap: float | None) -> torch.Tensor:
+    """``softcap * tanh(scores / softcap)``, or ``scores`` itself without a cap."""
+    return scores if softcap is None else torch.tanh(scores / softcap) * softcap

@@ -104,15 +104,27 @@ def _poisoned_pool(
     return pool
 
 
-def dense_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
+def dense_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scale: float,
+    *,
+    window: int | None = None,
+    softcap: float | None = None,
+) -> torch.Tensor:
     """Textbook causal attention in fp32 for one sequence: q ``[Q, heads, D]`` are the last Q positions of
-    k, v ``[L, kv_heads, D]``; GQA by ``repeat_interleave``. Returns ``[Q, heads, D]`` fp32."""
+    k, v ``[L, kv_heads, D]``; GQA by ``repeat_interleave``; with a sliding ``window`` a query sees its last
+    ``window`` positions only, ``softcap`` caps the scores (see the protocol). Returns ``[Q, heads, D]``."""
     num_q, num_heads, _ = q.shape
     context_len, num_kv_heads, _ = k.shape
     k = k.float().repeat_interleave(num_heads // num_kv_heads, dim=1)  # [L, heads, D]
     v = v.float().repeat_interleave(num_heads // num_kv_heads, dim=1)
     scores = torch.einsum("qhd,khd->hqk", q.float(), k) * scale  # [heads, Q, L]
+    if softcap is not None:
+        scores = softcap * torch.tanh(scores / softcap)
     q_pos = torch.arange(context_len - num_q, context_len, device=q.device)[:, None]
-    visible = torch.arange(context_len, device=q.device)[None, :] <= q_pos  # [Q, L]
+    k_pos = torch.arange(context_len, device=q.device)[None, :]
+    visible = (k_pos <= q_pos) & (k_pos > q_pos - (window or context_len))  # [Q, L]
     scores = scores.masked_fill(~visible, float("-inf"))
     return torch.einsum("hqk,khd->qhd", torch.softmax(scores, dim=-1), v)

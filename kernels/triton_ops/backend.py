@@ -57,6 +57,9 @@ class TritonKernels:
         cu_seqlens_q: torch.Tensor,
         context_lens: torch.Tensor,
         scale: float,
+        *,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         batch = check_block_tables(block_tables, context_lens)
@@ -72,6 +75,8 @@ class TritonKernels:
             context_lens,
             scale,
             self.config,
+            window,
+            softcap,
         )
 
     def decode_attention(
@@ -82,13 +87,24 @@ class TritonKernels:
         block_tables: torch.Tensor,
         context_lens: torch.Tensor,
         scale: float,
+        *,
+        window: int | None = None,
+        softcap: float | None = None,
     ) -> torch.Tensor:
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         if check_block_tables(block_tables, context_lens) != q.shape[0]:
             raise ValueError("decode needs one query token per sequence")
         _check_runnable(k_cache)
         return decode.decode_attention(
-            _last_contiguous(q), k_cache, v_cache, block_tables.contiguous(), context_lens, scale, self.config
+            _last_contiguous(q),
+            k_cache,
+            v_cache,
+            block_tables.contiguous(),
+            context_lens,
+            scale,
+            self.config,
+            window,
+            softcap,
         )
 
     def copy_blocks(

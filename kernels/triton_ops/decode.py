@@ -15,7 +15,14 @@ import triton
 import triton.language as tl
 
 from kvgate.kernels.triton_ops.config import TritonConfig, pow2_at_least
-from kvgate.kernels.triton_ops.tiles import LOG2E, NEG_BIG, attend_tile, load_kv_tile, slot_rows
+from kvgate.kernels.triton_ops.tiles import (
+    LOG2E,
+    NEG_BIG,
+    attend_tile,
+    load_kv_tile,
+    score_options,
+    slot_rows,
+)
 
 
 @triton.jit
@@ -29,6 +36,8 @@ def _decode_kernel(
     part_acc_ptr,
     part_ml_ptr,
     qk_scale,
+    softcap2,
+    window,
     split_len,
     num_splits,
     stride_qb,
@@ -49,14 +58,15 @@ def _decode_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
     SPLIT: tl.constexpr,
+    SOFTCAP: tl.constexpr,
     IEEE: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
     split = tl.program_id(2)
     context_len = tl.load(context_lens_ptr + seq)
-    start = split * split_len
-    end = tl.minimum(context_len, start + split_len)
+    end = tl.minimum(context_len, split * split_len + split_len)
+    start = tl.maximum(split * split_len, context_len - window)  # a split before the window stays empty
 
     offs_g = tl.arange(0, BLOCK_G)
     offs_d = tl.arange(0, BLOCK_D)
@@ -81,7 +91,7 @@ def _decode_kernel(
         v = load_kv_tile(
             v_cache_ptr, block_ids, offsets, valid, kv_head, stride_vb, stride_vs, stride_vh, offs_d, mask_d
         )
-        m_i, l_i, acc = attend_tile(q, k, v, valid[None, :], m_i, l_i, acc, qk_scale, IEEE)
+        m_i, l_i, acc = attend_tile(q, k, v, valid[None, :], m_i, l_i, acc, qk_scale, softcap2, SOFTCAP, IEEE)
 
     if SPLIT:
         # partials [batch, heads, splits, (D | 2)]: row index (seq * heads + head) * splits + split
@@ -139,8 +149,11 @@ def decode_attention(
     context_lens: torch.Tensor,
     scale: float,
     config: TritonConfig,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
-    """Launch decode attention (inputs already validated); q ``[batch, heads, D]`` -> out of the same shape.
+    """Launch decode attention (inputs already validated); q ``[batch, heads, D]`` -> out of the same shape;
+    ``window`` / ``softcap``: the protocol's score options.
 
     Splits are sized from ``block_tables.shape[1]`` (never from device values, so the host never waits):
     pass block tables trimmed to the batch's longest sequence.
@@ -159,6 +172,7 @@ def decode_attention(
         part_acc = torch.empty((batch, num_heads, splits, head_dim), dtype=torch.float32, device=q.device)
         part_ml = torch.empty((batch, num_heads, splits, 2), dtype=torch.float32, device=q.device)
     group = num_heads // num_kv_heads
+    options = score_options(window, softcap)
     _decode_kernel[(batch, num_kv_heads, splits)](
         q,
         k_cache,
@@ -169,6 +183,8 @@ def decode_attention(
         part_acc,
         part_ml,
         scale * LOG2E,
+        options["softcap2"],
+        options["window"],
         split_len,
         splits,
         q.stride(0),
@@ -185,6 +201,7 @@ def decode_attention(
         BLOCK_N=config.decode_block_n,
         BLOCK_SIZE=block_size,
         SPLIT=splits > 1,
+        SOFTCAP=options["SOFTCAP"],
         IEEE=q.dtype == torch.float32,
         num_warps=config.decode_num_warps,
         num_stages=config.decode_num_stages,

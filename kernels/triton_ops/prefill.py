@@ -16,7 +16,14 @@ import triton
 import triton.language as tl
 
 from kvgate.kernels.triton_ops.config import TritonConfig, pow2_at_least
-from kvgate.kernels.triton_ops.tiles import LOG2E, NEG_BIG, attend_tile, load_kv_tile, slot_rows
+from kvgate.kernels.triton_ops.tiles import (
+    LOG2E,
+    NEG_BIG,
+    attend_tile,
+    load_kv_tile,
+    score_options,
+    slot_rows,
+)
 
 
 @triton.jit
@@ -44,6 +51,8 @@ def _prefill_kernel(
     context_lens_ptr,
     out_ptr,
     qk_scale,
+    softcap2,
+    window,
     num_seqs,
     stride_qt,
     stride_qh,
@@ -63,6 +72,7 @@ def _prefill_kernel(
     BLOCK_D: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_SIZE: tl.constexpr,
+    SOFTCAP: tl.constexpr,
     IEEE: tl.constexpr,
 ):
     tile = tl.program_id(0)
@@ -93,10 +103,11 @@ def _prefill_kernel(
 
     table_row = block_tables_ptr + seq.to(tl.int64) * stride_bt
     kv_end = tl.minimum(context_len, prefix_len + (q_tile + 1) * BLOCK_Q)  # causal: nothing past the tile
+    kv_start = tl.maximum(prefix_len + q_tile * BLOCK_Q - window + 1, 0)  # window: nothing before the first
     m_i = tl.full([BLOCK_Q * BLOCK_G], NEG_BIG, dtype=tl.float32)
     l_i = tl.zeros([BLOCK_Q * BLOCK_G], dtype=tl.float32)
     acc = tl.zeros([BLOCK_Q * BLOCK_G, BLOCK_D], dtype=tl.float32)
-    for tile_start in range(0, kv_end, BLOCK_N):
+    for tile_start in range(kv_start, kv_end, BLOCK_N):
         pos = tile_start + tl.arange(0, BLOCK_N)
         valid = pos < kv_end
         block_ids, offsets = slot_rows(table_row, pos, valid, BLOCK_SIZE)
@@ -106,8 +117,8 @@ def _prefill_kernel(
         v = load_kv_tile(
             v_cache_ptr, block_ids, offsets, valid, kv_head, stride_vb, stride_vs, stride_vh, offs_d, mask_d
         )
-        allowed = valid[None, :] & (pos[None, :] <= q_pos[:, None])
-        m_i, l_i, acc = attend_tile(q, k, v, allowed, m_i, l_i, acc, qk_scale, IEEE)
+        allowed = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
+        m_i, l_i, acc = attend_tile(q, k, v, allowed, m_i, l_i, acc, qk_scale, softcap2, SOFTCAP, IEEE)
 
     out = acc / tl.where(l_i > 0.0, l_i, 1.0)[:, None]
     o_ptrs = out_ptr + q_rows[:, None] * stride_ot + heads[:, None] * stride_oh + offs_d[None, :]
@@ -123,8 +134,11 @@ def prefill_attention(
     context_lens: torch.Tensor,
     scale: float,
     config: TritonConfig,
+    window: int | None = None,
+    softcap: float | None = None,
 ) -> torch.Tensor:
-    """Launch prefill attention (inputs already validated); q ``[total_q, heads, D]`` -> out, same shape."""
+    """Launch prefill attention (inputs already validated); q ``[total_q, heads, D]`` -> out, same shape.
+    ``window`` / ``softcap``: the protocol's score options."""
     total_q, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     batch = context_lens.shape[0]
@@ -134,6 +148,7 @@ def prefill_attention(
     group = num_heads // num_kv_heads
     block_g = pow2_at_least(group, 1)
     block_q = max(1, config.prefill_block_m // block_g)  # BLOCK_Q * BLOCK_G >= 16 rows for tl.dot
+    options = score_options(window, softcap)
     _prefill_kernel[(total_q // block_q + batch, num_kv_heads)](
         q,
         k_cache,
@@ -143,6 +158,8 @@ def prefill_attention(
         context_lens,
         out,
         scale * LOG2E,
+        options["softcap2"],
+        options["window"],
         batch,
         q.stride(0),
         q.stride(1),
@@ -158,6 +175,7 @@ def prefill_attention(
         BLOCK_D=pow2_at_least(head_dim),
         BLOCK_N=config.prefill_block_n,
         BLOCK_SIZE=block_size,
+        SOFTCAP=options["SOFTCAP"],
         IEEE=q.dtype == torch.float32,
         num_warps=config.prefill_num_warps,
         num_stages=config.prefill_num_stages,

@@ -1,7 +1,8 @@
 # ruff: noqa: N803 -- Triton convention: constexpr kernel parameters are UPPER_CASE
 """Device helpers shared by the decode and prefill kernels: paged KV tile loads and one online-softmax step.
 
-Scores live in the log2 domain (``qk_scale = scale * log2(e)``, ``exp2``). Running maxima start at
+Scores live in the log2 domain (``qk_scale = scale * log2(e)``, ``exp2``); so does a soft-cap
+(``softcap2 = softcap * log2(e)``: ``c * tanh(s / c)`` scales with the scores). Running maxima start at
 ``NEG_BIG`` (finite) rather than -inf, so a row that has seen no key yet (padding rows, empty splits) keeps
 ``p = 0`` and ``alpha = 1`` instead of producing NaN.
 """
@@ -37,14 +38,26 @@ def load_kv_tile(
 
 
 @triton.jit
-def attend_tile(q, k, v, allowed, m_i, l_i, acc, qk_scale, IEEE: tl.constexpr):
+def tanh(x):
+    """tanh from exp (saturates to +-1 where exp overflows or vanishes, never NaN)."""
+    return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)
+
+
+@triton.jit
+def attend_tile(
+    q, k, v, allowed, m_i, l_i, acc, qk_scale, softcap2, SOFTCAP: tl.constexpr, IEEE: tl.constexpr
+):
     """One online-softmax step of q [M, D] over keys k, v [N, D] where ``allowed`` [M, N] (or broadcast).
 
     Returns the updated (m_i [M], l_i [M], acc [M, D]); acc is unnormalised, fp32. ``IEEE`` selects exact
     fp32 dot products (fp32 caches); otherwise operands stay in the cache dtype with fp32 accumulation.
+    With ``SOFTCAP`` the scores are soft-capped at ``softcap2`` (log2 domain) before masking.
     """
     s = tl.dot(q, tl.trans(k), input_precision="ieee") if IEEE else tl.dot(q, tl.trans(k))
-    s = tl.where(allowed, s * qk_scale, float("-inf"))  # [M, N]
+    s = s * qk_scale
+    if SOFTCAP:
+        s = softcap2 * tanh(s / softcap2)
+    s = tl.where(allowed, s, float("-inf"))  # [M, N]
     m_new = tl.maximum(m_i, tl.max(s, axis=1))
     p = tl.exp2(s - m_new[:, None])
     alpha = tl.exp2(m_i - m_new)
@@ -55,3 +68,15 @@ def attend_tile(q, k, v, allowed, m_i, l_i, acc, qk_scale, IEEE: tl.constexpr):
     else:
         acc = tl.dot(p.to(v.dtype), v, acc)
     return m_new, l_i, acc
+
+
+NO_WINDOW = 1 << 30  # a window no context reaches: "attend to everything"
+
+
+def score_options(window: int | None, softcap: float | None) -> dict[str, object]:
+    """The kernels' ``window``, ``softcap2`` and ``SOFTCAP`` arguments for the protocol's options."""
+    return {
+        "window": NO_WINDOW if window is None else window,
+        "softcap2": (softcap or 1.0) * LOG2E,
+        "SOFTCAP": softcap is not None,
+    }

@@ -16,7 +16,7 @@ HEADS = [(4, 1, 64), (6, 2, 80), (8, 2, 64), (4, 2, 80)]  # (num_heads, num_kv_h
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
 
 
-def _prefill(batch: PagedBatch, scale: float) -> torch.Tensor:
+def _prefill(batch: PagedBatch, scale: float, **options: float | None) -> torch.Tensor:
     return REF.prefill_attention(
         batch.q,
         batch.k_cache,
@@ -25,14 +25,17 @@ def _prefill(batch: PagedBatch, scale: float) -> torch.Tensor:
         batch.cu_seqlens_q,
         batch.context_lens,
         scale,
+        **options,  # type: ignore[arg-type]
     )
 
 
-def _assert_matches_dense(batch: PagedBatch, out: torch.Tensor, scale: float, atol: float) -> None:
+def _assert_matches_dense(
+    batch: PagedBatch, out: torch.Tensor, scale: float, atol: float, **options: float | None
+) -> None:
     for b in range(batch.context_lens.shape[0]):
         k, v = batch.dense_kv(b)
         rows = slice(int(batch.cu_seqlens_q[b]), int(batch.cu_seqlens_q[b + 1]))
-        expected = dense_attention(batch.queries(b), k, v, scale)
+        expected = dense_attention(batch.queries(b), k, v, scale, **options)  # type: ignore[arg-type]
         torch.testing.assert_close(out[rows].float(), expected, atol=atol, rtol=0)
 
 
@@ -85,6 +88,29 @@ def test_decode_matches_dense_attention(num_heads: int, num_kv_heads: int, head_
         batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 0.1
     )
     _assert_matches_dense(batch, out, 0.1, atol=1e-5)
+
+
+@pytest.mark.parametrize(("window", "softcap"), [(5, None), (16, None), (None, 2.0), (7, 3.0)])
+def test_sliding_window_and_softcap_match_dense_attention(window: int | None, softcap: float | None) -> None:
+    # Windows shorter than a block, of exactly one block, and with soft-capping; cached prefixes longer
+    # than the window (its start falls inside the prefix) in prefill, and decodes at 1..90 tokens.
+    options = {"window": window, "softcap": softcap}
+    batch = random_paged_batch([37, 50, 3], [37, 13, 3], num_heads=4, num_kv_heads=2, head_dim=64, seed=5)
+    _assert_matches_dense(batch, _prefill(batch, 0.125, **options), 0.125, atol=1e-5, **options)
+    contexts = [1, 15, 16, 17, 90]
+    batch = random_paged_batch(contexts, [1] * 5, num_heads=4, num_kv_heads=2, head_dim=64, seed=6)
+    out = REF.decode_attention(
+        batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 0.125, **options
+    )
+    _assert_matches_dense(batch, out, 0.125, atol=1e-5, **options)
+
+
+def test_a_window_hides_exactly_the_tokens_before_it() -> None:
+    # Values 0..9 at positions 0..9 and equal keys: a query sees the mean of the values it may see.
+    k = torch.ones(10, 1, 2)
+    v = torch.arange(10.0)[:, None, None].expand(10, 1, 2).contiguous()
+    out = dense_attention(torch.ones(10, 1, 2), k, v, 1.0, window=3)[:, 0, 0]
+    torch.testing.assert_close(out, torch.tensor([0.0, 0.5, 1, 2, 3, 4, 5, 6, 7, 8]))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])

@@ -96,6 +96,27 @@ def test_decode_matches_reference(
     _close(make_triton(**splits).decode_attention(*args), REF.decode_attention(*args), dtype)
 
 
+@pytest.mark.parametrize(("window", "softcap"), [(5, None), (16, None), (None, 2.0), (40, 3.0)])
+def test_window_and_softcap_match_reference(
+    make_triton: Callable[..., object],
+    kernel_device: torch.device,
+    window: int | None,
+    softcap: float | None,
+) -> None:
+    # prefill: windows inside one tile and across tiles, cached prefixes longer than the window; decode
+    # split-k, so that whole splits fall before the window
+    options = {"window": window, "softcap": softcap}
+    batch = _batch([37, 50, 150, 33], [37, 13, 70, 0], (8, 2, 64), torch.float32, kernel_device)
+    args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.cu_seqlens_q, batch.context_lens)
+    expected = REF.prefill_attention(*args, 0.11, **options)
+    _close(make_triton(**SMALL_TILES).prefill_attention(*args, 0.11, **options), expected, torch.float32)
+    contexts = [1, 15, 17, 90, 200]
+    batch = _batch(contexts, [1] * len(contexts), (8, 2, 64), torch.float32, kernel_device)
+    args = (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens)
+    expected = REF.decode_attention(*args, 0.09, **options)
+    _close(make_triton(**FORCED_SPLITS).decode_attention(*args, 0.09, **options), expected, torch.float32)
+
+
 def test_decode_equals_one_token_prefill(
     make_triton: Callable[..., object], kernel_device: torch.device
 ) -> None:

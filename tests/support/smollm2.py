@@ -13,7 +13,7 @@ import torch
 
 from kvgate.common.tokenizer import Tokenizer, load_tokenizer
 from kvgate.kernels import get_kernels
-from kvgate.workers.model import LlamaModel, load_model
+from kvgate.workers.model import DecoderModel, load_model
 from tests.common.tokenizer.default_model import smollm2_gguf, transformers_module
 
 NEW_TOKENS = 24
@@ -30,7 +30,7 @@ def tokenizer(smollm2_path: Path) -> Tokenizer:
 
 
 @pytest.fixture(scope="session")
-def smollm2(smollm2_path: Path) -> LlamaModel:
+def smollm2(smollm2_path: Path) -> DecoderModel:
     return load_model(smollm2_path, get_kernels("reference"), device="cpu", dtype=torch.float32)
 
 

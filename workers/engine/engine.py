@@ -42,7 +42,7 @@ from kvgate.workers.engine.sequence import Sequence
 from kvgate.workers.engine.stats import EngineCounters, KVWaste, kv_waste, tokens_to_prefill
 from kvgate.workers.engine.stopping import Stop
 from kvgate.workers.kv import EventPublisher, KVCacheManager, KVCounters
-from kvgate.workers.model import LlamaModel, ModelConfig, allocate_kv_caches
+from kvgate.workers.model import DecoderModel, ModelConfig, allocate_kv_caches
 
 MAX_QUEUED_EVENT_BATCHES = 1024  # older ones are dropped; the consumer sees the gap and asks for a snapshot
 
@@ -56,7 +56,7 @@ class LLMEngine:
     def __init__(
         self,
         config: EngineConfig,
-        model: LlamaModel,
+        model: DecoderModel,
         kernels: AttentionKernels,
         publisher: EventPublisher,
         *,
@@ -238,7 +238,7 @@ def _new_tokens(item: ScheduledItem) -> list[int]:
     return item.seq.token_ids[start : start + item.work.num_new]
 
 
-def _check_model(config: EngineConfig, model: LlamaModel) -> None:
+def _check_model(config: EngineConfig, model: DecoderModel) -> None:
     weight = model.embed.weight
     want = config.torch_device
     if weight.device.type != want.type or (want.index is not None and weight.device.index != want.index):

@@ -8,7 +8,7 @@ import torch
 
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.kv import BlockPair, CopyPlan
-from kvgate.workers.model import KVCache, LlamaModel, ScheduledSequence, build_step
+from kvgate.workers.model import DecoderModel, KVCache, ScheduledSequence, build_step
 
 
 class ModelRunner:
@@ -17,7 +17,7 @@ class ModelRunner:
 
     def __init__(
         self,
-        model: LlamaModel,
+        model: DecoderModel,
         kernels: AttentionKernels,
         gpu: list[KVCache],
         cpu: list[KVCache],

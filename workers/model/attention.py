@@ -8,44 +8,62 @@ from torch import nn
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.model.config import ModelConfig
 from kvgate.workers.model.kv_cache import KVCache
+from kvgate.workers.model.layers import RMSNorm
 from kvgate.workers.model.metadata import AttentionMetadata
 from kvgate.workers.model.rope import apply_rotary
 
 
 class Attention(nn.Module):
-    """``o(softmax(q k^T / sqrt(D)) v)`` with RoPE on q and k; q, k, v come from one fused matmul
-    (``qkv``: the q rows, then k, then v). Writes the new tokens' K/V into the layer's cache."""
+    """``o(softmax(cap(q k^T * scale)) v)`` with RoPE on q and k; q, k, v come from one fused matmul
+    (``qkv``: the q rows, then k, then v). Family options: an RMSNorm over each q and k head before RoPE
+    (``q_norm`` / ``k_norm``), a score scale other than ``head_dim ** -0.5``, soft-capping ``cap``, and
+    a sliding window for this layer. Writes the new tokens' K/V into the layer's cache."""
 
     def __init__(
-        self, config: ModelConfig, kernels: AttentionKernels, dtype: torch.dtype | None = None
+        self, config: ModelConfig, layer: int, kernels: AttentionKernels, dtype: torch.dtype | None = None
     ) -> None:
         super().__init__()
         self.kernels = kernels
         self.num_heads, self.num_kv_heads = config.num_heads, config.num_kv_heads
         self.head_dim = config.head_dim
         self.sizes = [self.num_heads * self.head_dim, *[self.num_kv_heads * self.head_dim] * 2]
-        self.scale = self.head_dim**-0.5
+        self.scale, self.softcap = config.attention_scale, config.attn_softcap
+        self.window = config.window_of(layer)
         self.qkv = nn.Linear(config.hidden_size, sum(self.sizes), bias=config.qkv_bias, dtype=dtype)
         self.o = nn.Linear(self.sizes[0], config.hidden_size, bias=config.o_bias, dtype=dtype)
+        self.q_norm: nn.Module = nn.Identity()
+        self.k_norm: nn.Module = nn.Identity()
+        if config.qk_norm:
+            self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.norm_offset, dtype)
+            self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.norm_offset, dtype)
 
     def forward(
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attn: AttentionMetadata, cache: KVCache
     ) -> torch.Tensor:
-        """x ``[T, hidden]``, cos / sin ``[T, head_dim]`` -> ``[T, hidden]``; mutates ``cache``."""
+        """x ``[T, hidden]``, cos / sin ``[T, rotary dims]`` -> ``[T, hidden]``; mutates ``cache``."""
         tokens = x.shape[0]
         q, k, v = self.qkv(x).split(self.sizes, dim=-1)
-        q = apply_rotary(q.view(tokens, self.num_heads, self.head_dim), cos, sin)  # [T, H, D]
-        k = apply_rotary(k.view(tokens, self.num_kv_heads, self.head_dim), cos, sin)  # [T, KV, D]
+        q = self.q_norm(q.view(tokens, self.num_heads, self.head_dim))  # [T, H, D]
+        k = self.k_norm(k.view(tokens, self.num_kv_heads, self.head_dim))  # [T, KV, D]
+        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         v = v.reshape(tokens, self.num_kv_heads, self.head_dim)  # [T, KV, D]
         self.kernels.write_kv(k, v, cache.k, cache.v, attn.slot_mapping)
         out = self._attend(q, attn, cache)  # [T, H, D]
         return self.o(out.reshape(tokens, self.sizes[0]))
 
     def _attend(self, q: torch.Tensor, attn: AttentionMetadata, cache: KVCache) -> torch.Tensor:
+        options = {"window": self.window, "softcap": self.softcap}
         if attn.cu_seqlens_q is None:
             return self.kernels.decode_attention(
-                q, cache.k, cache.v, attn.block_tables, attn.context_lens, self.scale
+                q, cache.k, cache.v, attn.block_tables, attn.context_lens, self.scale, **options
             )
         return self.kernels.prefill_attention(
-            q, cache.k, cache.v, attn.block_tables, attn.cu_seqlens_q, attn.context_lens, self.scale
+            q,
+            cache.k,
+            cache.v,
+            attn.block_tables,
+            attn.cu_seqlens_q,
+            attn.context_lens,
+            self.scale,
+            **options,
         )

@@ -1,25 +1,24 @@
-"""``ModelConfig``: the shape of a Llama-family decoder, read from a HF ``config.json`` or GGUF metadata.
+"""``ModelConfig``: the shape of a supported decoder, read from a HF ``config.json`` or GGUF metadata.
 
-One config covers Llama 2/3, Mistral, Qwen2/2.5 and SmolLM2: they differ only in sizes, biases, RoPE
-(base and scaling) and whether the output head shares the embedding.
+One config covers every supported family (see ``families``): Llama 2/3, Mistral, Qwen2/2.5 and SmolLM2
+differ only in sizes, biases, RoPE and a tied output head; Qwen3, Gemma 2/3, Phi-3 and Mixtral add the
+options below the sizes, each off (the Llama behaviour) by default. HF configs are parsed by
+``families.model_config``, GGUF metadata by ``ModelConfig.from_gguf``.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvgate.common.tokenizer.gguf_metadata import GGUFMetadata, architecture_key
 from kvgate.proto.layout import KVGeometry
 
-log = logging.getLogger(__name__)
-
-HF_ARCHITECTURES = frozenset({"llama", "mistral", "qwen2"})
 GGUF_ARCHITECTURES = frozenset({"llama", "qwen2"})
 _SIZES = ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads",
           "head_dim", "max_position_embeddings")  # fmt: skip
+Activation = Literal["silu", "gelu_tanh"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,8 +40,21 @@ class RopeScaling:
 
 
 @dataclass(frozen=True, slots=True)
+class MoEConfig:
+    """A sparse feed-forward: each token goes through ``experts_per_token`` of ``num_experts`` SwiGLU
+    experts of width ``intermediate_size``, chosen by the largest router probabilities (softmax over all
+    experts); the outputs are summed weighted by those probabilities, renormalised to sum to 1 when
+    ``renormalize`` (Mixtral always; Qwen3-MoE when ``norm_topk_prob``)."""
+
+    num_experts: int
+    experts_per_token: int
+    intermediate_size: int
+    renormalize: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class ModelConfig:
-    """Sizes and options of a Llama-family decoder; validated on construction, never mutated."""
+    """Sizes and options of a decoder; validated on construction, never mutated."""
 
     vocab_size: int
     hidden_size: int
@@ -62,6 +74,22 @@ class ModelConfig:
     bos_token_id: int | None = None
     eos_token_ids: tuple[int, ...] = ()
     architecture: str = "llama"
+    # -- family options; the defaults are Llama's ---------------------------------------------------
+    hidden_act: Activation = "silu"  # the gate's activation: SwiGLU (silu) or GeGLU (Gemma: gelu, tanh)
+    norm_offset: float = 0.0  # RMSNorm scales by (offset + weight): Gemma stores weight - 1 (offset 1)
+    embed_scale: float = 1.0  # embeddings times this (Gemma: sqrt(hidden_size))
+    sandwich_norms: bool = False  # Gemma 2/3: RMSNorm on the attention and MLP outputs too
+    qk_norm: bool = False  # Qwen3, Gemma 3: RMSNorm over each q and k head (head_dim) before RoPE
+    attn_scale: float | None = (
+        None  # scores times this; None: head_dim ** -0.5 (Gemma: query_pre_attn_scalar)
+    )
+    attn_softcap: float | None = None  # Gemma 2: scores -> c * tanh(scores / c) before the causal mask
+    final_softcap: float | None = None  # Gemma 2: the same on the logits
+    layer_windows: tuple[int | None, ...] = ()  # per layer: sliding window (keys a query sees, itself
+    # included), None for a global layer; () = every layer global
+    local_rope_theta: float | None = None  # Gemma 3: RoPE base of the sliding-window layers (unscaled)
+    rotary_dim: int | None = None  # partial rotary (Phi-4-mini): the leading dims rotated; None: head_dim
+    moe: MoEConfig | None = None  # Mixtral, Qwen3-MoE: a sparse feed-forward in every layer
 
     def kv_geometry(self, dtype: str) -> KVGeometry:
         """The KV cache geometry of this model with elements of ``dtype`` (a torch dtype's name)."""
@@ -73,50 +101,36 @@ class ModelConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.num_heads % self.num_kv_heads:
             raise ValueError(f"num_kv_heads={self.num_kv_heads} must divide num_heads={self.num_heads}")
-        if self.head_dim % 2:
-            raise ValueError(f"RoPE needs an even head_dim, got {self.head_dim}")
         scaling = self.rope_scaling
         if (
             scaling is not None
             and scaling.kind == "factors"
-            and len(scaling.freq_factors) != self.head_dim // 2
+            and len(scaling.freq_factors) != self.rotary_dims // 2
         ):
-            raise ValueError(f"rope freq_factors must have head_dim / 2 = {self.head_dim // 2} entries")
+            raise ValueError(f"rope freq_factors must have rotary dims / 2 = {self.rotary_dims // 2} entries")
+        if self.rotary_dims % 2 or not 0 < self.rotary_dims <= self.head_dim:
+            raise ValueError(f"rotary_dim must be even, in (0, head_dim], got {self.rotary_dim}")
+        if self.layer_windows and len(self.layer_windows) != self.num_layers:
+            raise ValueError(
+                f"layer_windows has {len(self.layer_windows)} entries for {self.num_layers} layers"
+            )
+        if any(w is not None and w < 1 for w in self.layer_windows):
+            raise ValueError(f"sliding windows must be >= 1 token, got {self.layer_windows}")
+        if self.moe is not None and not 0 < self.moe.experts_per_token <= self.moe.num_experts:
+            raise ValueError(f"experts_per_token must be in [1, num_experts], got {self.moe}")
 
-    @classmethod
-    def from_hf_config(cls, config: Mapping[str, Any]) -> ModelConfig:
-        """From a parsed ``config.json`` (transformers 4.x ``rope_scaling`` or 5.x ``rope_parameters``).
-        Raises ``ValueError`` for an architecture or option this decoder does not implement. A sliding
-        window caps ``max_position_embeddings`` (within the window, attention is exact)."""
-        kind = config.get("model_type")
-        if kind not in HF_ARCHITECTURES:
-            raise ValueError(f"model_type {kind!r} is not supported; supported: {sorted(HF_ARCHITECTURES)}")
-        if config.get("hidden_act", "silu") != "silu":
-            raise ValueError(f"hidden_act {config['hidden_act']!r} is not supported (SwiGLU needs silu)")
-        heads = config["num_attention_heads"]
-        theta, scaling = _hf_rope(config)
-        bias = bool(config.get("attention_bias", False))
-        eos = config.get("eos_token_id")
-        return cls(
-            vocab_size=config["vocab_size"],
-            hidden_size=config["hidden_size"],
-            intermediate_size=config["intermediate_size"],
-            num_layers=config["num_hidden_layers"],
-            num_heads=heads,
-            num_kv_heads=config.get("num_key_value_heads") or heads,
-            head_dim=config.get("head_dim") or config["hidden_size"] // heads,
-            rms_norm_eps=config.get("rms_norm_eps", 1e-6),
-            rope_theta=theta,
-            max_position_embeddings=_window_capped(config),
-            rope_scaling=scaling,
-            tie_word_embeddings=bool(config.get("tie_word_embeddings", False)),
-            qkv_bias=kind == "qwen2" or bias,
-            o_bias=bias,
-            mlp_bias=bool(config.get("mlp_bias", False)),
-            bos_token_id=config.get("bos_token_id"),
-            eos_token_ids=tuple(eos if isinstance(eos, list) else [] if eos is None else [eos]),
-            architecture=kind,
-        )
+    @property
+    def rotary_dims(self) -> int:
+        """How many leading dims of each q and k head RoPE rotates."""
+        return self.rotary_dim or self.head_dim
+
+    @property
+    def attention_scale(self) -> float:
+        return self.attn_scale if self.attn_scale is not None else self.head_dim**-0.5
+
+    def window_of(self, layer: int) -> int | None:
+        """Layer ``layer``'s sliding window in tokens, None when it attends to the whole context."""
+        return self.layer_windows[layer] if self.layer_windows else None
 
     @classmethod
     def from_gguf(
@@ -157,27 +171,6 @@ class ModelConfig:
         )
 
 
-def _hf_rope(config: Mapping[str, Any]) -> tuple[float, RopeScaling | None]:
-    """RoPE base and scaling from ``rope_parameters`` (transformers 5) or ``rope_theta`` +
-    ``rope_scaling`` (transformers 4)."""
-    params = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    theta = float(params.get("rope_theta", config.get("rope_theta", 10000.0)))
-    kind = params.get("rope_type", params.get("type", "default"))
-    if kind == "default":
-        return theta, None
-    if kind == "linear":
-        return theta, RopeScaling("linear", factor=float(params["factor"]))
-    if kind == "llama3":
-        return theta, RopeScaling(
-            "llama3",
-            factor=float(params["factor"]),
-            low_freq_factor=float(params["low_freq_factor"]),
-            high_freq_factor=float(params["high_freq_factor"]),
-            original_max_position_embeddings=int(params["original_max_position_embeddings"]),
-        )
-    raise ValueError(f"RoPE scaling {kind!r} is not supported (supported: default, linear, llama3)")
-
-
 def _gguf_rope(metadata: GGUFMetadata, rope_freqs: Sequence[float] | None) -> RopeScaling | None:
     if rope_freqs is not None:
         return RopeScaling("factors", freq_factors=tuple(float(f) for f in rope_freqs))
@@ -187,15 +180,3 @@ def _gguf_rope(metadata: GGUFMetadata, rope_freqs: Sequence[float] | None) -> Ro
     if kind == "linear":
         return RopeScaling("linear", factor=float(architecture_key(metadata, "rope.scaling.factor")))
     raise ValueError(f"GGUF RoPE scaling {kind!r} is not supported (supported: none, linear, rope_freqs)")
-
-
-def _window_capped(config: Mapping[str, Any]) -> int:
-    """``max_position_embeddings``, capped at an active sliding window."""
-    limit = config.get("max_position_embeddings", 4096)
-    window = config.get("sliding_window")
-    if window and config.get("use_sliding_window", True) and window < limit:
-        log.warning(
-            "sliding window %d < max_position_embeddings %d: contexts capped at the window", window, limit
-        )
-        return window
-    return limit

@@ -18,8 +18,8 @@ import torch
 from kvgate.common.tokenizer.gguf_metadata import metadata_of
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.model.config import ModelConfig
+from kvgate.workers.model.decoder import DecoderModel
 from kvgate.workers.model.empty import empty_model
-from kvgate.workers.model.llama import LlamaModel
 from kvgate.workers.model.progress import LoadProgress
 from kvgate.workers.model.weights import WeightLoader
 
@@ -64,7 +64,7 @@ def gguf_model_config(reader: gguf.GGUFReader) -> ModelConfig:
 
 def load_gguf_model(
     path: str | Path, kernels: AttentionKernels, *, device: torch.device | str, dtype: torch.dtype
-) -> LlamaModel:
+) -> DecoderModel:
     """The model of a GGUF file, weights dequantised (any quantisation ``gguf`` knows) and converted
     to ``dtype`` on ``device``. Raises ``ValueError`` for an unsupported architecture or missing weight."""
     reader = gguf.GGUFReader(path)

@@ -10,20 +10,21 @@ from safetensors import safe_open
 
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.model.config import ModelConfig
+from kvgate.workers.model.decoder import DecoderModel
 from kvgate.workers.model.empty import empty_model
-from kvgate.workers.model.llama import LlamaModel
+from kvgate.workers.model.families import model_config
 from kvgate.workers.model.progress import LoadProgress
 from kvgate.workers.model.weights import WeightLoader
 
 
 def hf_config(folder: str | Path) -> ModelConfig:
-    """The ``ModelConfig`` of the directory's ``config.json``."""
-    return ModelConfig.from_hf_config(json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")))
+    """The ``ModelConfig`` of the directory's ``config.json``; ``ValueError`` for an unsupported family."""
+    return model_config(json.loads((Path(folder) / "config.json").read_text(encoding="utf-8")))
 
 
 def load_hf_model(
     folder: str | Path, kernels: AttentionKernels, *, device: torch.device | str, dtype: torch.dtype
-) -> LlamaModel:
+) -> DecoderModel:
     """The model of a HF directory, weights converted to ``dtype`` on ``device``. Every ``*.safetensors``
     file in it is read (sharded or not); tensors the model has no use for are skipped. Raises
     ``FileNotFoundError`` without weights, ``ValueError`` when a weight is missing or mis-shaped."""

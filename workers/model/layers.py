@@ -1,37 +1,57 @@
-"""The position-wise layers of a Llama block: RMSNorm and the SwiGLU feed-forward."""
+"""The position-wise layers of a decoder block: RMSNorm and the gated feed-forward (SwiGLU / GeGLU)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import torch
 from torch import nn
-from torch.nn.functional import silu
+from torch.nn.functional import gelu, silu
+
+from kvgate.workers.model.config import Activation
+
+ACTIVATIONS: dict[Activation, Callable[[torch.Tensor], torch.Tensor]] = {
+    "silu": silu,  # SwiGLU
+    "gelu_tanh": partial(gelu, approximate="tanh"),  # GeGLU (Gemma)
+}
 
 
 class RMSNorm(nn.Module):
-    """``x / rms(x) * weight``, the mean of squares taken in fp32 over the last dimension."""
+    """``x / rms(x) * (offset + weight)``, the mean of squares taken in fp32 over the last dimension.
+    With an offset (Gemma stores ``weight - 1``), the scaling is done in fp32 too, as Gemma does."""
 
-    def __init__(self, dim: int, eps: float, dtype: torch.dtype | None = None) -> None:
+    def __init__(self, dim: int, eps: float, offset: float = 0.0, dtype: torch.dtype | None = None) -> None:
         super().__init__()
-        self.eps = eps
+        self.eps, self.offset = eps, offset
         self.weight = nn.Parameter(torch.ones(dim, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x ``[..., dim]`` -> ``[..., dim]`` in x's dtype."""
         h = x.float()
         h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        if self.offset:
+            return (h * (self.offset + self.weight.float())).to(x.dtype)
         return self.weight * h.to(x.dtype)
 
 
-class SwiGLU(nn.Module):
-    """``down(silu(gate(x)) * up(x))``; gate and up are one fused matmul (``gate_up``, gate rows first)."""
+class GatedMLP(nn.Module):
+    """``down(act(gate(x)) * up(x))``; gate and up are one fused matmul (``gate_up``, gate rows first)."""
 
-    def __init__(self, hidden: int, intermediate: int, bias: bool, dtype: torch.dtype | None = None) -> None:
+    def __init__(
+        self,
+        hidden: int,
+        intermediate: int,
+        bias: bool,
+        act: Activation = "silu",
+        dtype: torch.dtype | None = None,
+    ) -> None:
         super().__init__()
-        self.intermediate = intermediate
+        self.intermediate, self.act = intermediate, ACTIVATIONS[act]
         self.gate_up = nn.Linear(hidden, 2 * intermediate, bias=bias, dtype=dtype)
         self.down = nn.Linear(intermediate, hidden, bias=bias, dtype=dtype)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x ``[T, hidden]`` -> ``[T, hidden]``."""
         gate, up = self.gate_up(x).split(self.intermediate, dim=-1)  # [T, I] each
-        return self.down(silu(gate) * up)
+        return self.down(self.act(gate) * up)

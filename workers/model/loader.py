@@ -10,9 +10,9 @@ import torch
 from kvgate.common.models import WeightFormat, weight_format
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.model.config import ModelConfig
+from kvgate.workers.model.decoder import DecoderModel
 from kvgate.workers.model.gguf_weights import gguf_model_config, load_gguf_model
 from kvgate.workers.model.hf_weights import hf_config, load_hf_model
-from kvgate.workers.model.llama import LlamaModel
 
 
 def load_model(
@@ -21,7 +21,7 @@ def load_model(
     *,
     device: torch.device | str = "cpu",
     dtype: torch.dtype = torch.float32,
-) -> LlamaModel:
+) -> DecoderModel:
     """The model at ``path`` (a ``.gguf`` file or a HF directory with safetensors) in eval mode, its
     attention run by ``kernels``. Progress is logged (logger ``kvgate.workers.model.load``)."""
     if weight_format(path) is WeightFormat.GGUF:

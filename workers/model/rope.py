@@ -1,7 +1,8 @@
 """Rotary position embeddings (RoPE), rotate-half layout as in Hugging Face, with frequency scaling.
 
-Frequency ``i`` of a head of size D is ``theta ** (-2i / D)`` (i < D/2), optionally stretched by a
-``RopeScaling``. Dimension ``j`` and ``j + D/2`` of a query or key form one rotated pair:
+Frequency ``i`` of ``R`` rotated dims (``R`` = head_dim, or fewer with partial rotary) is
+``theta ** (-2i / R)`` (i < R/2), optionally stretched by a ``RopeScaling``. Dimension ``j`` and
+``j + R/2`` of a query or key form one rotated pair; dims from ``R`` on pass unrotated:
 
     x' = x * cos(p * f) + rotate_half(x) * sin(p * f),   rotate_half([a, b]) = [-b, a]
 """
@@ -13,13 +14,13 @@ import math
 import torch
 from torch import nn
 
-from kvgate.workers.model.config import ModelConfig, RopeScaling
+from kvgate.workers.model.config import RopeScaling
 
 
-def inverse_frequencies(head_dim: int, theta: float, scaling: RopeScaling | None) -> torch.Tensor:
-    """The rotation frequency of each dimension pair: fp32 ``[head_dim / 2]`` on the default device."""
-    exponents = torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim
-    inv_freq = 1.0 / (theta**exponents)  # [D/2]
+def inverse_frequencies(dims: int, theta: float, scaling: RopeScaling | None) -> torch.Tensor:
+    """The rotation frequency of each dimension pair: fp32 ``[dims / 2]`` on the default device."""
+    exponents = torch.arange(0, dims, 2, dtype=torch.int64).float() / dims
+    inv_freq = 1.0 / (theta**exponents)  # [R/2]
     if scaling is None:
         return inv_freq
     if scaling.kind == "linear":
@@ -45,30 +46,33 @@ def _llama3(inv_freq: torch.Tensor, s: RopeScaling) -> torch.Tensor:
 
 
 class RotaryEmbedding(nn.Module):
-    """cos / sin of every token's rotation angles, from its absolute position."""
+    """cos / sin of every token's rotation angles over ``dims`` rotated dims, from its absolute position."""
 
     inv_freq: torch.Tensor
 
-    def __init__(self, config: ModelConfig) -> None:
+    def __init__(self, dims: int, theta: float, scaling: RopeScaling | None = None) -> None:
         super().__init__()
-        self.config = config
-        self.register_buffer("inv_freq", torch.empty(config.head_dim // 2), persistent=False)
+        self.dims, self.theta, self.scaling = dims, theta, scaling
+        self.register_buffer("inv_freq", torch.empty(dims // 2), persistent=False)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
         """(Re)compute ``inv_freq`` in fp32 on its current device; needed after ``to_empty``."""
-        freqs = inverse_frequencies(self.config.head_dim, self.config.rope_theta, self.config.rope_scaling)
-        self.inv_freq = freqs.to(self.inv_freq.device)
+        self.inv_freq = inverse_frequencies(self.dims, self.theta, self.scaling).to(self.inv_freq.device)
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-        """positions int ``[T]`` -> cos, sin ``[T, head_dim]`` in ``dtype`` (angles in fp32)."""
-        angles = positions.float()[:, None] * self.inv_freq[None, :]  # [T, D/2]
-        angles = torch.cat([angles, angles], dim=-1)  # [T, D]: pair (j, j + D/2) shares an angle
+        """positions int ``[T]`` -> cos, sin ``[T, dims]`` in ``dtype`` (angles in fp32)."""
+        angles = positions.float()[:, None] * self.inv_freq[None, :]  # [T, R/2]
+        angles = torch.cat([angles, angles], dim=-1)  # [T, R]: pair (j, j + R/2) shares an angle
         return angles.cos().to(dtype), angles.sin().to(dtype)
 
 
 def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    """Rotate x ``[T, heads, D]`` by cos, sin ``[T, D]``; returns a new ``[T, heads, D]``."""
-    half = x.shape[-1] // 2
+    """Rotate the first ``R`` dims of x ``[T, heads, D]`` by cos, sin ``[T, R]`` (``R <= D``; the
+    rest pass unchanged); returns a new ``[T, heads, D]``."""
+    dims = cos.shape[-1]
+    if dims < x.shape[-1]:
+        return torch.cat([apply_rotary(x[..., :dims], cos, sin), x[..., dims:]], dim=-1)
+    half = dims // 2
     rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # rotate_half
     return x * cos[:, None, :] + rotated * sin[:, None, :]

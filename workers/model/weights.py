@@ -1,8 +1,9 @@
-"""Copy checkpoint tensors, named as in Hugging Face checkpoints, into ``LlamaModel``'s parameters.
+"""Copy checkpoint tensors, named as in Hugging Face checkpoints, into ``DecoderModel``'s parameters.
 
-Both loaders (safetensors and GGUF) speak Hugging Face names; this module owns the one mapping onto the
-model's fused parameters (``qkv`` = q, k, v rows; ``gate_up`` = gate, up rows) and checks that every
-parameter was filled exactly once.
+Both loaders (safetensors and GGUF) speak Hugging Face names; the model's family (``families``) maps the
+names inside a layer onto our modules, and this module owns the fused parameters (``qkv`` = q, k, v rows;
+``gate_up`` = gate, up rows), filled shard by shard or whole (Phi-3's checkpoints fuse them already), and
+checks that every parameter was filled exactly once.
 """
 
 from __future__ import annotations
@@ -12,56 +13,47 @@ import re
 
 import torch
 
-from kvgate.workers.model.llama import LlamaModel
+from kvgate.workers.model.decoder import DecoderModel
+from kvgate.workers.model.families import LayerTarget, family_of
+from kvgate.workers.model.families.family import LayerWeight
+from kvgate.workers.model.families.llama import LAYER_WEIGHTS as LLAMA_WEIGHTS
 
 log = logging.getLogger(__name__)
 
 _LAYER = re.compile(r"model\.layers\.(\d+)\.(.+)\.(weight|bias)")
-# HF module path in a layer -> (our module path, shard of a fused parameter or None)
-_LAYER_MODULES = {
-    "input_layernorm": ("attn_norm", None),
-    "post_attention_layernorm": ("mlp_norm", None),
-    "self_attn.q_proj": ("attn.qkv", "q"),
-    "self_attn.k_proj": ("attn.qkv", "k"),
-    "self_attn.v_proj": ("attn.qkv", "v"),
-    "self_attn.o_proj": ("attn.o", None),
-    "mlp.gate_proj": ("mlp.gate_up", "gate"),
-    "mlp.up_proj": ("mlp.gate_up", "up"),
-    "mlp.down_proj": ("mlp.down", None),
-}
 _TOP = {"model.embed_tokens.weight": "embed.weight", "model.norm.weight": "norm.weight",
         "lm_head.weight": "lm_head.weight"}  # fmt: skip
-
-_FUSED = {"attn.qkv": ("q", "k", "v"), "mlp.gate_up": ("gate", "up")}
+_FUSED = {"qkv": ("q", "k", "v"), "gate_up": ("gate", "up")}  # our module name -> its shards, in row order
 Target = tuple[str, str | None]  # (our parameter name, shard)
 
 
-def target_of(hf_name: str) -> Target | None:
-    """Where the checkpoint tensor ``hf_name`` goes, None when the model has no such weight."""
+def target_of(hf_name: str, layer_weight: LayerWeight = LLAMA_WEIGHTS.get) -> Target | None:
+    """Where the checkpoint tensor ``hf_name`` goes (``layer_weight``: the family's mapping of names
+    inside a layer), None when the model has no such weight."""
     if hf_name in _TOP:
         return _TOP[hf_name], None
     match = _LAYER.fullmatch(hf_name)
-    if match is None or match[2] not in _LAYER_MODULES:
+    target: LayerTarget | None = None if match is None else layer_weight(match[2])
+    if match is None or target is None:
         return None
-    module, shard = _LAYER_MODULES[match[2]]
-    return f"layers.{match[1]}.{module}.{match[3]}", shard
+    return f"layers.{match[1]}.{target[0]}.{match[3]}", target[1]
 
 
 class WeightLoader:
     """Fills a model's parameters from named tensors; ``finish`` raises unless every one was filled."""
 
-    def __init__(self, model: LlamaModel) -> None:
+    def __init__(self, model: DecoderModel) -> None:
         config = model.config
         q, kv = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
-        inter = config.intermediate_size
-        self._rows = {"q": (0, q), "k": (q, kv), "v": (q + kv, kv), "gate": (0, inter), "up": (inter, inter)}
+        self._qkv_rows = {"q": (0, q), "k": (q, kv), "v": (q + kv, kv)}
+        self._layer_weight = family_of(config.architecture).layer_weight
         self._params = dict(model.named_parameters())
         self._missing = _expected(list(self._params))
 
     def load(self, hf_name: str, tensor: torch.Tensor) -> bool:
         """Copy ``tensor`` (any float dtype, any device) into its parameter, converting the dtype;
         returns False (and copies nothing) for a name the model has no weight for."""
-        target = target_of(hf_name)
+        target = target_of(hf_name, self._layer_weight)
         if target is None or target[0] not in self._params:
             log.debug("skipping checkpoint tensor %s", hf_name)
             return False
@@ -72,7 +64,8 @@ class WeightLoader:
             )
         with torch.no_grad():
             destination.copy_(tensor)
-        self._missing.discard(target)
+        name, shard = target
+        self._missing -= {(name, s) for s in _shards(name)} if shard is None else {target}
         return True
 
     def finish(self) -> None:
@@ -85,15 +78,18 @@ class WeightLoader:
         param = self._params[name]
         if shard is None:
             return param
-        start, rows = self._rows[shard]
-        return param.narrow(0, start, rows)
+        if shard in self._qkv_rows:
+            return param.narrow(0, *self._qkv_rows[shard])
+        half = param.shape[0] // 2  # gate rows, then up rows
+        return param.narrow(0, 0 if shard == "gate" else half, half)
+
+
+def _shards(param_name: str) -> tuple[str | None, ...]:
+    """The shards of a fused parameter (``layers.0.attn.qkv.weight`` -> q, k, v), else ``(None,)``."""
+    module = param_name.rsplit(".", 2)[-2]
+    return _FUSED.get(module, (None,))
 
 
 def _expected(param_names: list[str]) -> set[Target]:
     """Every (parameter, shard) a checkpoint must fill: each shard of a fused parameter, the others whole."""
-    expected: set[Target] = set()
-    for name in param_names:
-        module = name.rsplit(".", 1)[0]
-        shards = next((parts for suffix, parts in _FUSED.items() if module.endswith(suffix)), (None,))
-        expected |= {(name, shard) for shard in shards}
-    return expected
+    return {(name, shard) for name in param_names for shard in _shards(name)}

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from kvgate.kernels import get_kernels
-from kvgate.workers.model import LlamaModel, load_model
+from kvgate.workers.model import DecoderModel, load_model
 from tests.common.tokenizer.default_model import transformers_module
 from tests.workers.model.conftest import one_torch_thread  # noqa: F401 -- autouse, one thread here too
 from tests.workers.model.tiny import save_tiny_model
@@ -28,7 +28,7 @@ class TinyPair:
     """The tiny model loaded by kvgate (``ours``) and by ``transformers`` (``hf``), from ``folder``."""
 
     hf: Any
-    ours: LlamaModel
+    ours: DecoderModel
     folder: Path
 
 

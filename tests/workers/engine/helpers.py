@@ -20,7 +20,7 @@ from kvgate.proto.layout import CacheLayout
 from kvgate.proto.sampling import SamplingParams
 from kvgate.workers.engine import EngineConfig, EngineRequest, LLMEngine, SchedulingLimits
 from kvgate.workers.kv import StepEventPublisher
-from kvgate.workers.model import LlamaModel
+from kvgate.workers.model import DecoderModel
 
 WORKER = WorkerId("worker-0")
 TINY_CACHE = CacheLayout("tiny-llama", secret=b"test", chunk_size=8, block_size=4)  # 2 blocks per chunk
@@ -32,7 +32,7 @@ def greedy(max_tokens: int) -> SamplingParams:
 
 
 def engine_for(
-    model: LlamaModel,
+    model: DecoderModel,
     *,
     gpu_blocks: int,
     cpu_blocks: int = 0,

@@ -12,7 +12,7 @@ from kvgate.common.models import DEFAULT_MODEL_ID
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.proto.layout import CacheLayout
 from kvgate.workers.engine import LLMEngine, run_to_completion
-from kvgate.workers.model import LlamaModel
+from kvgate.workers.model import DecoderModel
 from tests.workers.engine.helpers import assert_no_leak, engine_for, greedy, request
 from tests.workers.model.conftest import NEW_TOKENS
 from tests.workers.model.test_smollm2_parity import QUESTIONS, SYSTEM
@@ -24,7 +24,7 @@ Chat = Callable[..., list[int]]
 Greedy = Callable[[list[int]], list[int]]
 
 
-def _engine(model: LlamaModel, tokenizer: Tokenizer, gpu_blocks: int, cpu_blocks: int = 0) -> LLMEngine:
+def _engine(model: DecoderModel, tokenizer: Tokenizer, gpu_blocks: int, cpu_blocks: int = 0) -> LLMEngine:
     return engine_for(model, gpu_blocks=gpu_blocks, cpu_blocks=cpu_blocks, cache=CACHE, tokenizer=tokenizer)
 
 
@@ -38,7 +38,7 @@ def _shared_blocks(a: list[int], b: list[int]) -> int:
 
 @pytest.mark.parametrize("question", QUESTIONS[:2])
 def test_cold(
-    smollm2: LlamaModel, tokenizer: Tokenizer, chat_prompt: Chat, hf_greedy: Greedy, question: str
+    smollm2: DecoderModel, tokenizer: Tokenizer, chat_prompt: Chat, hf_greedy: Greedy, question: str
 ) -> None:
     prompt = chat_prompt(question)
     engine = _engine(smollm2, tokenizer, gpu_blocks=32)
@@ -48,7 +48,7 @@ def test_cold(
     assert_no_leak(engine)
 
 
-def test_prefix_from_the_gpu_tier(smollm2: LlamaModel, tokenizer: Tokenizer, chat_prompt: Chat,
+def test_prefix_from_the_gpu_tier(smollm2: DecoderModel, tokenizer: Tokenizer, chat_prompt: Chat,
                                   hf_greedy: Greedy) -> None:  # fmt: skip
     first, second = chat_prompt("Which city is in Japan?", SYSTEM), chat_prompt("How much is Quito?", SYSTEM)
     engine = _engine(smollm2, tokenizer, gpu_blocks=32)
@@ -61,7 +61,7 @@ def test_prefix_from_the_gpu_tier(smollm2: LlamaModel, tokenizer: Tokenizer, cha
     assert_no_leak(engine)
 
 
-def test_prefix_from_the_cpu_tier(smollm2: LlamaModel, tokenizer: Tokenizer, chat_prompt: Chat,
+def test_prefix_from_the_cpu_tier(smollm2: DecoderModel, tokenizer: Tokenizer, chat_prompt: Chat,
                                   hf_greedy: Greedy) -> None:  # fmt: skip
     first, second = chat_prompt("Which city is in Japan?", SYSTEM), chat_prompt("How much is Lisbon?", SYSTEM)
     engine = _engine(smollm2, tokenizer, gpu_blocks=16, cpu_blocks=32)  # 256 GPU slots
@@ -77,7 +77,7 @@ def test_prefix_from_the_cpu_tier(smollm2: LlamaModel, tokenizer: Tokenizer, cha
     assert_no_leak(engine)
 
 
-def test_batch_of_different_lengths(smollm2: LlamaModel, tokenizer: Tokenizer, chat_prompt: Chat,
+def test_batch_of_different_lengths(smollm2: DecoderModel, tokenizer: Tokenizer, chat_prompt: Chat,
                                     hf_greedy: Greedy) -> None:  # fmt: skip
     prompts = [chat_prompt(q) for q in QUESTIONS]
     assert len({len(p) for p in prompts}) == len(prompts)

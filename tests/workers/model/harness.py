@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from kvgate.workers.model import LlamaModel, ScheduledSequence, allocate_kv_caches, build_step
+from kvgate.workers.model import DecoderModel, ScheduledSequence, allocate_kv_caches, build_step
 
 
 @dataclass
@@ -27,7 +27,7 @@ class TestSequence:
 class PagedRunner:
     """Runs ``model`` over a KV pool of ``num_blocks`` blocks; blocks are never freed (tests are short)."""
 
-    def __init__(self, model: LlamaModel, num_blocks: int, block_size: int = 16) -> None:
+    def __init__(self, model: DecoderModel, num_blocks: int, block_size: int = 16) -> None:
         self.model, self.block_size = model, block_size
         dtype = model.embed.weight.dtype
         self.caches = allocate_kv_caches(

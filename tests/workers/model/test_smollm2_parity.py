@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from kvgate.common.tokenizer import Tokenizer
-from kvgate.workers.model import LlamaModel, ScheduledSequence, build_step
+from kvgate.workers.model import DecoderModel, ScheduledSequence, build_step
 from tests.workers.model.conftest import NEW_TOKENS
 from tests.workers.model.harness import PagedRunner
 
@@ -32,7 +32,7 @@ SYSTEM = (
 
 @pytest.mark.parametrize("question", QUESTIONS)
 def test_greedy_tokens_equal_transformers(
-    smollm2: LlamaModel, chat_prompt: Callable[..., list[int]], hf_greedy: Callable, question: str
+    smollm2: DecoderModel, chat_prompt: Callable[..., list[int]], hf_greedy: Callable, question: str
 ) -> None:
     prompt = chat_prompt(question)
     runner = PagedRunner(smollm2, num_blocks=32)
@@ -42,7 +42,7 @@ def test_greedy_tokens_equal_transformers(
 
 
 def test_batched_prefill_and_decode_equal_transformers(
-    smollm2: LlamaModel, chat_prompt: Callable[..., list[int]], hf_greedy: Callable
+    smollm2: DecoderModel, chat_prompt: Callable[..., list[int]], hf_greedy: Callable
 ) -> None:
     prompts = [chat_prompt(q) for q in QUESTIONS]
     assert len({len(p) for p in prompts}) == len(prompts)  # all lengths differ
@@ -53,7 +53,7 @@ def test_batched_prefill_and_decode_equal_transformers(
 
 
 def test_cached_prefix_then_suffix_prefill_equals_transformers(
-    smollm2: LlamaModel, chat_prompt: Callable[..., list[int]], hf_greedy: Callable
+    smollm2: DecoderModel, chat_prompt: Callable[..., list[int]], hf_greedy: Callable
 ) -> None:
     first, second = chat_prompt("Which city is in Japan?", SYSTEM), chat_prompt("How much is Quito?", SYSTEM)
     runner = PagedRunner(smollm2, num_blocks=64)
@@ -69,7 +69,7 @@ def test_cached_prefix_then_suffix_prefill_equals_transformers(
 
 
 def test_prompt_logits_are_close_to_transformers_at_every_position(
-    smollm2: LlamaModel, hf_smollm2: Any, chat_prompt: Callable[..., list[int]]
+    smollm2: DecoderModel, hf_smollm2: Any, chat_prompt: Callable[..., list[int]]
 ) -> None:
     prompt = chat_prompt(QUESTIONS[0])
     runner = PagedRunner(smollm2, num_blocks=32)
@@ -83,7 +83,7 @@ def test_prompt_logits_are_close_to_transformers_at_every_position(
 
 
 def test_the_answer_reads_as_text(
-    smollm2: LlamaModel, tokenizer: Tokenizer, chat_prompt: Callable[..., list[int]]
+    smollm2: DecoderModel, tokenizer: Tokenizer, chat_prompt: Callable[..., list[int]]
 ) -> None:
     runner = PagedRunner(smollm2, num_blocks=32)
     seq = runner.start(chat_prompt(QUESTIONS[0]))

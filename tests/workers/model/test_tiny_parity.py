@@ -12,19 +12,28 @@ import pytest
 import torch
 
 from kvgate.kernels import get_kernels
-from kvgate.workers.model import LlamaModel, ScheduledSequence, allocate_kv_caches, build_step, load_model
+from kvgate.workers.model import DecoderModel, ScheduledSequence, allocate_kv_caches, build_step, load_model
 from tests.common.tokenizer.default_model import transformers_module
 from tests.workers.model.harness import PagedRunner
 from tests.workers.model.tiny import VARIANTS, save_tiny_model
 
 BLOCK = 4  # small blocks: every sequence crosses several block boundaries
 TOL = {"atol": 2e-5, "rtol": 1e-4}
+# by model_type: a checkpoint tensor of layer 1 to drop, and how the loader must name what is then missing
+DROPPED = {
+    "llama": ("model.layers.1.mlp.up_proj.weight", r"layers\.1\.mlp\.gate_up\.weight\[up\]"),
+    "phi3": ("model.layers.1.mlp.gate_up_proj.weight", r"layers\.1\.mlp\.gate_up\.weight\[gate\]"),
+    "mixtral": ("model.layers.1.block_sparse_moe.experts.2.w3.weight",
+                r"layers\.1\.mlp\.experts\.2\.gate_up\.weight\[up\]"),
+    "qwen3_moe": ("model.layers.1.mlp.experts.2.up_proj.weight",
+                  r"layers\.1\.mlp\.experts\.2\.gate_up\.weight\[up\]"),
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
 class Pair:
     hf: Any
-    ours: LlamaModel
+    ours: DecoderModel
     folder: Path
 
 
@@ -45,7 +54,7 @@ def _hf_logits(hf: Any, ids: list[int]) -> torch.Tensor:
         return hf(torch.tensor([ids])).logits[0]  # [T, vocab]
 
 
-def _forward(model: LlamaModel, caches: Any, seqs: list[ScheduledSequence], ids: list[int],
+def _forward(model: DecoderModel, caches: Any, seqs: list[ScheduledSequence], ids: list[int],
              every_row: bool = False) -> torch.Tensor:  # fmt: skip
     step = build_step(seqs, BLOCK, "cpu")
     attn = replace(step.attn, logits_indices=torch.arange(len(ids))) if every_row else step.attn
@@ -115,8 +124,9 @@ def test_a_missing_weight_is_reported(pair: Pair, tmp_path: Path) -> None:
 
     source = pair.folder
     tensors = load_file(source / "model.safetensors")
-    del tensors["model.layers.1.mlp.up_proj.weight"]
+    dropped, reported = DROPPED.get(pair.hf.config.model_type, DROPPED["llama"])
+    del tensors[dropped]
     save_file(tensors, tmp_path / "model.safetensors")
     (tmp_path / "config.json").write_text((source / "config.json").read_text())
-    with pytest.raises(ValueError, match=r"layers\.1\.mlp\.gate_up\.weight\[up\]"):
+    with pytest.raises(ValueError, match=reported):
         load_model(tmp_path, get_kernels("reference"))

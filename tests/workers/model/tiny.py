@@ -41,7 +41,33 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     }),
     "qwen2-biases-tied": ("Qwen2Config", {"tie_word_embeddings": True, "use_sliding_window": False}),
     "mistral": ("MistralConfig", {"sliding_window": None}),
+    # head_dim 32 != hidden / heads: the q/k norms are over head_dim
+    "qwen3": ("Qwen3Config", {"head_dim": 32, "rope_parameters": {"rope_type": "default",
+                                                                  "rope_theta": 1e6}}),
+    # windows of 8 tokens (2 blocks of 4) on layer 0, a global layer 1; caps small enough to bite; a score
+    # scale other than head_dim's; Gemma 3's global RoPE scaled and its local one at another base
+    "gemma2": ("Gemma2Config", {
+        "head_dim": 16, "query_pre_attn_scalar": 24, "sliding_window": 8,
+        "attn_logit_softcapping": 4.0, "final_logit_softcapping": 3.0,
+    }),
+    "gemma3": ("Gemma3TextConfig", {
+        "head_dim": 16, "query_pre_attn_scalar": 24, "sliding_window": 8,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "rope_parameters": {
+            "full_attention": {"rope_type": "linear", "factor": 2.0, "rope_theta": 1e6},
+            "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+        },
+    }),
+    # fused qkv / gate_up checkpoints, half the head rotated, a 12-token window on every layer
+    "phi3": ("Phi3Config", {"partial_rotary_factor": 0.5, "sliding_window": 12}),
+    # routed experts: Mixtral renormalises the top 2 of 4; this Qwen3-MoE keeps the top 2 of 8 as they are
+    "mixtral": ("MixtralConfig", {"num_local_experts": 4, "num_experts_per_tok": 2, "sliding_window": None}),
+    "qwen3-moe": ("Qwen3MoeConfig", {
+        "num_experts": 8, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": False,
+    }),
 }  # fmt: skip
+# the families beyond Llama's, each also run through the engine (tests/workers/engine/test_family_parity.py)
+FAMILY_VARIANTS = ("qwen3", "gemma2", "gemma3", "phi3", "mixtral", "qwen3-moe")
 
 
 def save_tiny_model(variant: str, folder: Path, seed: int = 0) -> Any:
