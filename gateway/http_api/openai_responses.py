@@ -79,6 +79,7 @@ class ModelCard(BaseModel):
     object: Literal["model"]
     created: int
     owned_by: str
+    max_model_len: int  # the context window: prompt and output tokens together
 
 
 class ModelList(BaseModel):

@@ -12,10 +12,13 @@ from kvgate.gateway.core.request import ChatInput, GenerateRequest, PromptInput,
 from kvgate.gateway.core.spine import RequestCore
 from kvgate.gateway.core.textgen import TextDelta, TextDone
 from kvgate.gateway.http_api import openai_format as fmt
+from kvgate.gateway.http_api import openai_support as support
 from kvgate.gateway.http_api.auth import HttpAuth
+from kvgate.gateway.http_api.error_bodies import error_responses
 from kvgate.gateway.http_api.json_body import body_doc, json_body, most_items
 from kvgate.gateway.http_api.openai_responses import (
     ChatCompletion,
+    ModelCard,
     ModelList,
     TextCompletion,
     generation_responses,
@@ -34,20 +37,22 @@ Renderer = Callable[[TextDelta | TextDone], list[bytes]]
 
 
 def openai_request(body: ChatCompletionRequest | CompletionRequest) -> GenerateRequest:
-    """The core's request for an OpenAI chat or completion body."""
+    """The core's request for an OpenAI chat or completion body; INVALID_REQUEST for a value kvgate
+    cannot honour (see :mod:`.openai_support`)."""
+    support.check(body)
     prompt: PromptInput
     if isinstance(body, ChatCompletionRequest):
         prompt = ChatInput([{"role": m.role, "content": m.text()} for m in body.messages])
-        max_tokens = body.limit
     else:
-        prompt = TextInput(body.prompt) if isinstance(body.prompt, str) else TokenInput(body.prompt)
-        max_tokens = body.max_tokens
+        first = body.prompts()[0]
+        prompt = TextInput(first) if isinstance(first, str) else TokenInput(first)
     sampling = {
         "temperature": body.temperature,
         "top_p": body.top_p,
         "top_k": body.top_k,
         "seed": body.seed,
-        "max_tokens": max_tokens,
+        "max_tokens": body.limit,
+        "stop_token_ids": tuple(body.stop_token_ids or ()) or None,
         "ignore_eos": body.ignore_eos or None,
     }
     return GenerateRequest(
@@ -74,7 +79,7 @@ async def _answer(
         if answer is None:
             return Response(status_code=CLIENT_CLOSED_REQUEST)
         return JSONResponse(to_json(rid, body.model, *answer))
-    usage = body.stream_options is not None and body.stream_options.include_usage
+    usage = body.stream_options is not None and bool(body.stream_options.include_usage)
     return await stream_response(events, renderer(rid, body.model, usage))
 
 
@@ -83,10 +88,18 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
     router = APIRouter(dependencies=[Depends(auth)])
     items = most_items(core.settings.limits)
 
+    card = {"id": core.model_name, "object": "model", "created": 0, "owned_by": "kvgate",
+            "max_model_len": core.settings.limits.context_window}  # fmt: skip
+
     @router.get("/v1/models", response_model=ModelList)
     async def models() -> dict[str, Any]:
-        model = {"id": core.model_name, "object": "model", "created": 0, "owned_by": "kvgate"}
-        return {"object": "list", "data": [model]}
+        return {"object": "list", "data": [card]}
+
+    @router.get("/v1/models/{model_id:path}", response_model=ModelCard,
+                responses=error_responses())  # fmt: skip
+    async def model(model_id: str) -> dict[str, Any]:
+        core.check_model(model_id)
+        return card
 
     @router.post("/v1/chat/completions", response_model=None, responses=generation_responses(ChatCompletion),
                  openapi_extra=body_doc(ChatCompletionRequest))  # fmt: skip
