@@ -133,6 +133,10 @@ class RequestCore:
             done.attempts,
         )
 
+    def prompt_text(self, job: Job) -> str:
+        """The text of ``job``'s prompt as the model reads it (special tokens shown), for an echo."""
+        return self._generator.decode(job.token_ids.tolist())
+
     async def route(self, job: Job) -> Routed:
         """The decision :meth:`generate` would make now, recording nothing (the dry run)."""
         return await self._dispatcher.preview(job)

@@ -19,7 +19,8 @@ from kvgate.gateway.http_api.openai_schemas import (
     OtherPart,
 )
 
-MAX_CHOICES = 1  # n: choices per request
+MAX_CHOICES = 8  # n: choices per request
+MAX_BATCH_CHOICES = 64  # prompts of a completions batch, times n
 
 # Accepted and not acted on: none of them changes the output.
 IGNORED = (
@@ -66,13 +67,6 @@ def _nonempty(value: Any) -> bool:
 _SHARED = (
     Refusal("n", lambda n: n is not None and n > MAX_CHOICES,
             f"`n` > {MAX_CHOICES} is not supported by this server"),
-    Refusal("presence_penalty", _nonzero, f"`presence_penalty` other than 0 {_NOT_HERE}"),
-    Refusal("frequency_penalty", _nonzero, f"`frequency_penalty` other than 0 {_NOT_HERE}"),
-    Refusal("repetition_penalty", lambda v: v is not None and v != 1,
-            "`repetition_penalty` other than 1 is not supported by this server"),
-    Refusal("logit_bias", _nonempty, "`logit_bias` is not supported by this server"),
-    Refusal("min_p", _nonzero, "`min_p` other than 0 is not supported by this server"),
-    Refusal("min_tokens", _nonzero, "`min_tokens` other than 0 is not supported by this server"),
     Refusal("skip_special_tokens", lambda v: v is False,
             "`skip_special_tokens: false` is not supported by this server (special tokens are never shown)"),
     Refusal("include_stop_str_in_output", lambda v: v is True,
@@ -80,8 +74,6 @@ _SHARED = (
 )  # fmt: skip
 
 _CHAT = (
-    Refusal("logprobs", lambda v: v is True, "`logprobs` is not supported by this server"),
-    Refusal("top_logprobs", _nonzero, "`top_logprobs` is not supported by this server"),
     Refusal("tools", _nonempty, "`tools` are not supported by this server yet"),
     Refusal("tool_choice", lambda v: v is not None and v not in ("none", "auto"),
             "`tool_choice` needs `tools`, which are not supported by this server yet"),
@@ -102,11 +94,7 @@ _CHAT = (
 )  # fmt: skip
 
 _COMPLETION = (
-    Refusal("echo", lambda v: v is True, "`echo` is not supported by this server"),
-    Refusal("logprobs", _set, "`logprobs` is not supported by this server"),
     Refusal("suffix", _nonempty, "`suffix` (insertion) is not supported by this server"),
-    Refusal("prompt", lambda p: not isinstance(p, str) and bool(p) and not isinstance(p[0], int),
-            "a batch of several prompts is not supported by this server; send one per request"),
 )  # fmt: skip
 
 
@@ -118,6 +106,14 @@ def check(body: ChatCompletionRequest | CompletionRequest) -> None:
             raise invalid(rule.message, rule.field)
     if isinstance(body, CompletionRequest) and body.best_of is not None and body.best_of != body.choices:
         raise invalid("`best_of` other than `n` is not supported by this server", "best_of")
+    if isinstance(body, CompletionRequest) and body.echo and body.logprobs is not None:
+        raise invalid("`echo` with `logprobs` (the prompt's log-probabilities) is not supported by this "
+                      "server yet", "echo")  # fmt: skip
+    if isinstance(body, CompletionRequest) and len(body.prompts()) * body.choices > MAX_BATCH_CHOICES:
+        raise invalid(f"a batch of prompts times `n` above {MAX_BATCH_CHOICES} choices is not supported by "
+                      "this server", "prompt")  # fmt: skip
+    if isinstance(body, ChatCompletionRequest) and body.top_logprobs and not body.logprobs:
+        raise invalid("`top_logprobs` needs `logprobs: true`", "top_logprobs")
     if isinstance(body, ChatCompletionRequest):
         _check_messages(body)
 

@@ -125,7 +125,7 @@ CASES = {
     "top-p-zero": Bad(CHAT, chat(top_p=0), 400, "expected a value > 0", "top_p"),
     "top-k-negative": Bad(CHAT, chat(top_k=-2), 400, "expected a value >= 0", "top_k"),
     "seed-10e30": Bad(CHAT, chat(seed=10**30), 400, "expected a value <=", "seed"),
-    "n-two": Bad(CHAT, chat(n=2), 400, "`n` > 1 is not supported by this server", "n"),
+    "n-nine": Bad(CHAT, chat(n=9), 400, "`n` > 8 is not supported by this server", "n"),
     "unknown-model": Bad(CHAT, chat(model="gpt-5"), 404, "This server serves: `smollm2`", "model",
                           "model_not_found"),
     "empty-messages": Bad(CHAT, chat(messages=[]), 400, "expected at least 1 item,", "messages"),

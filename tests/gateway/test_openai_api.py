@@ -80,7 +80,7 @@ async def test_completions_stream_and_not(sdk: openai.AsyncOpenAI) -> None:
     [
         ({"model": "gpt-5"}, 404, "model", "does not exist. This server serves: `smollm2`"),
         ({"temperature": 7}, 400, "temperature", "expected a value <= 2, but got 7"),
-        ({"n": 2}, 400, "n", "`n` > 1 is not supported by this server"),
+        ({"n": 9}, 400, "n", "`n` > 8 is not supported by this server"),
         ({"max_tokens": 100_000}, 400, "max_tokens", "at most 512 fit"),
         ({"stop": [""]}, 400, "stop", "1 to 256 characters"),
         ({"extra_body": {"bogus_field": 1}}, 400, "bogus_field", "Unrecognized request argument supplied"),

@@ -90,7 +90,9 @@ async def test_an_assistant_refusal_part_is_history_not_an_error(http: httpx.Asy
 
 
 UNSUPPORTED = [
-    (CHAT, {"n": 2}, "n", "`n` > 1 is not supported by this server"),
+    (CHAT, {"n": 9}, "n", "`n` > 8 is not supported by this server"),
+    (CHAT, {"top_logprobs": 2}, "top_logprobs", "needs `logprobs: true`"),
+    (COMPLETIONS, {"echo": True, "logprobs": 1}, "echo", "`echo` with `logprobs`"),
     (CHAT, {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools",
      "`tools` are not supported"),
     (CHAT, {"tool_choice": "required"}, "tool_choice", "needs `tools`"),
