@@ -97,6 +97,8 @@ class SequenceFactory:
         largest = int(request.prompt_ids.max())
         if largest >= self.vocab_size:
             raise ValueError(f"prompt token id {largest} >= vocab size {self.vocab_size}")
+        if request.sampling.prompt_logprobs is not None:
+            raise ValueError("prompt_logprobs are not supported by this engine yet")
         biased = [t for t, _ in request.sampling.logit_bias if t >= self.vocab_size]
         if biased:
             raise ValueError(f"logit_bias token id {biased[0]} >= vocab size {self.vocab_size}")
