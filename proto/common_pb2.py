@@ -24,37 +24,47 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19kvgate/proto/common.proto\x12\tkvgate.v1\"\xe0\x01\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\rH\x02\x88\x01\x01\x12\x11\n\x04seed\x18\x04 \x01(\x03H\x03\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x05 \x01(\r\x12\x0c\n\x04stop\x18\x06 \x03(\t\x12\x16\n\x0estop_token_ids\x18\x07 \x03(\r\x12\x12\n\nignore_eos\x18\x08 \x01(\x08\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x07\n\x05_seed\"\xa8\x01\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\r\x12\x15\n\rcached_tokens\x18\x03 \x01(\r\x12\x19\n\x11\x63\x61\x63hed_gpu_tokens\x18\x04 \x01(\r\x12\x19\n\x11\x63\x61\x63hed_cpu_tokens\x18\x05 \x01(\r\x12 \n\x18\x65victed_predicted_tokens\x18\x06 \x01(\r\"G\n\tCacheHint\x12\x1c\n\x14pinned_prefix_tokens\x18\x01 \x01(\r\x12\x12\n\x05ttl_s\x18\x02 \x01(\rH\x00\x88\x01\x01\x42\x08\n\x06_ttl_s\"r\n\x07KVEvent\x12\"\n\x04kind\x18\x01 \x01(\x0e\x32\x14.kvgate.v1.EventKind\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x1d\n\x04tier\x18\x03 \x01(\x0e\x32\x0f.kvgate.v1.Tier\x12\x15\n\rexpires_at_ms\x18\x04 \x01(\x03\"c\n\tAdmission\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07pending\x18\x03 \x03(\x0c\x12#\n\x04load\x18\x04 \x01(\x0b\x32\x15.kvgate.v1.WorkerLoad\"_\n\nEventBatch\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\"\n\x06\x65vents\x18\x04 \x03(\x0b\x32\x12.kvgate.v1.KVEvent\"N\n\x07Holding\x12\r\n\x05\x63hunk\x18\x01 \x01(\x0c\x12\x1d\n\x04tier\x18\x02 \x01(\x0e\x32\x0f.kvgate.v1.Tier\x12\x15\n\rexpires_at_ms\x18\x03 \x01(\x03\"_\n\x08Snapshot\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12$\n\x08holdings\x18\x04 \x03(\x0b\x32\x12.kvgate.v1.Holding\"\xa3\x01\n\nWorkerInfo\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x04 \x01(\t\x12\x10\n\x08model_id\x18\x05 \x01(\t\x12\x17\n\x0fmetrics_address\x18\x06 \x01(\t\x12\x0f\n\x07node_id\x18\x07 \x01(\t\x12\x11\n\tsignature\x18\x08 \x01(\t\"\xb0\x02\n\nWorkerLoad\x12\x1e\n\x16waiting_prefill_tokens\x18\x01 \x01(\x04\x12\x14\n\x0crunning_seqs\x18\x02 \x01(\r\x12\x14\n\x0cwaiting_seqs\x18\x03 \x01(\r\x12\x18\n\x10gpu_blocks_total\x18\x04 \x01(\x04\x12\x17\n\x0fgpu_blocks_free\x18\x05 \x01(\x04\x12\x18\n\x10\x63pu_blocks_total\x18\x06 \x01(\x04\x12\x17\n\x0f\x63pu_blocks_free\x18\x07 \x01(\x04\x12\x19\n\x11gpu_blocks_cached\x18\x08 \x01(\x04\x12\x1a\n\x12\x65victed_ttl_blocks\x18\t \x01(\x04\x12\x1f\n\x17\x65victed_pressure_blocks\x18\n \x01(\x04\x12\x18\n\x10offloaded_blocks\x18\x0b \x01(\x04*8\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\x0c\n\x08TIER_GPU\x10\x01\x12\x0c\n\x08TIER_CPU\x10\x02*\x91\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x04*\x88\x01\n\tEventKind\x12\x1a\n\x16\x45VENT_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45VENT_KIND_STORED\x10\x01\x12\x18\n\x14\x45VENT_KIND_OFFLOADED\x10\x02\x12\x16\n\x12\x45VENT_KIND_EVICTED\x10\x03\x12\x16\n\x12\x45VENT_KIND_CLEARED\x10\x04\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19kvgate/proto/common.proto\x12\tkvgate.v1\"\x85\x05\n\x0eSamplingParams\x12\x18\n\x0btemperature\x18\x01 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\x05top_p\x18\x02 \x01(\x01H\x01\x88\x01\x01\x12\x12\n\x05top_k\x18\x03 \x01(\rH\x02\x88\x01\x01\x12\x11\n\x04seed\x18\x04 \x01(\x03H\x03\x88\x01\x01\x12\x12\n\nmax_tokens\x18\x05 \x01(\r\x12\x0c\n\x04stop\x18\x06 \x03(\t\x12\x16\n\x0estop_token_ids\x18\x07 \x03(\r\x12\x12\n\nignore_eos\x18\x08 \x01(\x08\x12\x1d\n\x10presence_penalty\x18\t \x01(\x01H\x04\x88\x01\x01\x12\x1e\n\x11\x66requency_penalty\x18\n \x01(\x01H\x05\x88\x01\x01\x12\x1f\n\x12repetition_penalty\x18\x0b \x01(\x01H\x06\x88\x01\x01\x12<\n\nlogit_bias\x18\x0c \x03(\x0b\x32(.kvgate.v1.SamplingParams.LogitBiasEntry\x12\x12\n\nmin_tokens\x18\r \x01(\r\x12\x12\n\x05min_p\x18\x0e \x01(\x01H\x07\x88\x01\x01\x12\x15\n\x08logprobs\x18\x0f \x01(\rH\x08\x88\x01\x01\x12\x1c\n\x0fprompt_logprobs\x18\x10 \x01(\rH\t\x88\x01\x01\x12\t\n\x01n\x18\x11 \x01(\r\x1a\x30\n\x0eLogitBiasEntry\x12\x0b\n\x03key\x18\x01 \x01(\r\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\x42\x0e\n\x0c_temperatureB\x08\n\x06_top_pB\x08\n\x06_top_kB\x07\n\x05_seedB\x13\n\x11_presence_penaltyB\x14\n\x12_frequency_penaltyB\x15\n\x13_repetition_penaltyB\x08\n\x06_min_pB\x0b\n\t_logprobsB\x12\n\x10_prompt_logprobs\"U\n\rTokenLogprobs\x12\x0f\n\x07logprob\x18\x01 \x01(\x02\x12\x19\n\rtop_token_ids\x18\x02 \x03(\rB\x02\x10\x01\x12\x18\n\x0ctop_logprobs\x18\x03 \x03(\x02\x42\x02\x10\x01\"\xa8\x01\n\x05Usage\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x19\n\x11\x63ompletion_tokens\x18\x02 \x01(\r\x12\x15\n\rcached_tokens\x18\x03 \x01(\r\x12\x19\n\x11\x63\x61\x63hed_gpu_tokens\x18\x04 \x01(\r\x12\x19\n\x11\x63\x61\x63hed_cpu_tokens\x18\x05 \x01(\r\x12 \n\x18\x65victed_predicted_tokens\x18\x06 \x01(\r\"G\n\tCacheHint\x12\x1c\n\x14pinned_prefix_tokens\x18\x01 \x01(\r\x12\x12\n\x05ttl_s\x18\x02 \x01(\rH\x00\x88\x01\x01\x42\x08\n\x06_ttl_s\"r\n\x07KVEvent\x12\"\n\x04kind\x18\x01 \x01(\x0e\x32\x14.kvgate.v1.EventKind\x12\r\n\x05\x63hunk\x18\x02 \x01(\x0c\x12\x1d\n\x04tier\x18\x03 \x01(\x0e\x32\x0f.kvgate.v1.Tier\x12\x15\n\rexpires_at_ms\x18\x04 \x01(\x03\"c\n\tAdmission\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07pending\x18\x03 \x03(\x0c\x12#\n\x04load\x18\x04 \x01(\x0b\x32\x15.kvgate.v1.WorkerLoad\"_\n\nEventBatch\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12\"\n\x06\x65vents\x18\x04 \x03(\x0b\x32\x12.kvgate.v1.KVEvent\"N\n\x07Holding\x12\r\n\x05\x63hunk\x18\x01 \x01(\x0c\x12\x1d\n\x04tier\x18\x02 \x01(\x0e\x32\x0f.kvgate.v1.Tier\x12\x15\n\rexpires_at_ms\x18\x03 \x01(\x03\"_\n\x08Snapshot\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0b\n\x03seq\x18\x03 \x01(\x04\x12$\n\x08holdings\x18\x04 \x03(\x0b\x32\x12.kvgate.v1.Holding\"\xa3\x01\n\nWorkerInfo\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05\x65poch\x18\x02 \x01(\x04\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x13\n\x0b\x66ingerprint\x18\x04 \x01(\t\x12\x10\n\x08model_id\x18\x05 \x01(\t\x12\x17\n\x0fmetrics_address\x18\x06 \x01(\t\x12\x0f\n\x07node_id\x18\x07 \x01(\t\x12\x11\n\tsignature\x18\x08 \x01(\t\"\xb0\x02\n\nWorkerLoad\x12\x1e\n\x16waiting_prefill_tokens\x18\x01 \x01(\x04\x12\x14\n\x0crunning_seqs\x18\x02 \x01(\r\x12\x14\n\x0cwaiting_seqs\x18\x03 \x01(\r\x12\x18\n\x10gpu_blocks_total\x18\x04 \x01(\x04\x12\x17\n\x0fgpu_blocks_free\x18\x05 \x01(\x04\x12\x18\n\x10\x63pu_blocks_total\x18\x06 \x01(\x04\x12\x17\n\x0f\x63pu_blocks_free\x18\x07 \x01(\x04\x12\x19\n\x11gpu_blocks_cached\x18\x08 \x01(\x04\x12\x1a\n\x12\x65victed_ttl_blocks\x18\t \x01(\x04\x12\x1f\n\x17\x65victed_pressure_blocks\x18\n \x01(\x04\x12\x18\n\x10offloaded_blocks\x18\x0b \x01(\x04*8\n\x04Tier\x12\x14\n\x10TIER_UNSPECIFIED\x10\x00\x12\x0c\n\x08TIER_GPU\x10\x01\x12\x0c\n\x08TIER_CPU\x10\x02*\x91\x01\n\x0c\x46inishReason\x12\x1d\n\x19\x46INISH_REASON_UNSPECIFIED\x10\x00\x12\x16\n\x12\x46INISH_REASON_STOP\x10\x01\x12\x18\n\x14\x46INISH_REASON_LENGTH\x10\x02\x12\x17\n\x13\x46INISH_REASON_ABORT\x10\x03\x12\x17\n\x13\x46INISH_REASON_ERROR\x10\x04*\x88\x01\n\tEventKind\x12\x1a\n\x16\x45VENT_KIND_UNSPECIFIED\x10\x00\x12\x15\n\x11\x45VENT_KIND_STORED\x10\x01\x12\x18\n\x14\x45VENT_KIND_OFFLOADED\x10\x02\x12\x16\n\x12\x45VENT_KIND_EVICTED\x10\x03\x12\x16\n\x12\x45VENT_KIND_CLEARED\x10\x04\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'kvgate.proto.common_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TIER']._serialized_start=1475
-  _globals['_TIER']._serialized_end=1531
-  _globals['_FINISHREASON']._serialized_start=1534
-  _globals['_FINISHREASON']._serialized_end=1679
-  _globals['_EVENTKIND']._serialized_start=1682
-  _globals['_EVENTKIND']._serialized_end=1818
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._loaded_options = None
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_options = b'8\001'
+  _globals['_TOKENLOGPROBS'].fields_by_name['top_token_ids']._loaded_options = None
+  _globals['_TOKENLOGPROBS'].fields_by_name['top_token_ids']._serialized_options = b'\020\001'
+  _globals['_TOKENLOGPROBS'].fields_by_name['top_logprobs']._loaded_options = None
+  _globals['_TOKENLOGPROBS'].fields_by_name['top_logprobs']._serialized_options = b'\020\001'
+  _globals['_TIER']._serialized_start=1983
+  _globals['_TIER']._serialized_end=2039
+  _globals['_FINISHREASON']._serialized_start=2042
+  _globals['_FINISHREASON']._serialized_end=2187
+  _globals['_EVENTKIND']._serialized_start=2190
+  _globals['_EVENTKIND']._serialized_end=2326
   _globals['_SAMPLINGPARAMS']._serialized_start=41
-  _globals['_SAMPLINGPARAMS']._serialized_end=265
-  _globals['_USAGE']._serialized_start=268
-  _globals['_USAGE']._serialized_end=436
-  _globals['_CACHEHINT']._serialized_start=438
-  _globals['_CACHEHINT']._serialized_end=509
-  _globals['_KVEVENT']._serialized_start=511
-  _globals['_KVEVENT']._serialized_end=625
-  _globals['_ADMISSION']._serialized_start=627
-  _globals['_ADMISSION']._serialized_end=726
-  _globals['_EVENTBATCH']._serialized_start=728
-  _globals['_EVENTBATCH']._serialized_end=823
-  _globals['_HOLDING']._serialized_start=825
-  _globals['_HOLDING']._serialized_end=903
-  _globals['_SNAPSHOT']._serialized_start=905
-  _globals['_SNAPSHOT']._serialized_end=1000
-  _globals['_WORKERINFO']._serialized_start=1003
-  _globals['_WORKERINFO']._serialized_end=1166
-  _globals['_WORKERLOAD']._serialized_start=1169
-  _globals['_WORKERLOAD']._serialized_end=1473
+  _globals['_SAMPLINGPARAMS']._serialized_end=686
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_start=484
+  _globals['_SAMPLINGPARAMS_LOGITBIASENTRY']._serialized_end=532
+  _globals['_TOKENLOGPROBS']._serialized_start=688
+  _globals['_TOKENLOGPROBS']._serialized_end=773
+  _globals['_USAGE']._serialized_start=776
+  _globals['_USAGE']._serialized_end=944
+  _globals['_CACHEHINT']._serialized_start=946
+  _globals['_CACHEHINT']._serialized_end=1017
+  _globals['_KVEVENT']._serialized_start=1019
+  _globals['_KVEVENT']._serialized_end=1133
+  _globals['_ADMISSION']._serialized_start=1135
+  _globals['_ADMISSION']._serialized_end=1234
+  _globals['_EVENTBATCH']._serialized_start=1236
+  _globals['_EVENTBATCH']._serialized_end=1331
+  _globals['_HOLDING']._serialized_start=1333
+  _globals['_HOLDING']._serialized_end=1411
+  _globals['_SNAPSHOT']._serialized_start=1413
+  _globals['_SNAPSHOT']._serialized_end=1508
+  _globals['_WORKERINFO']._serialized_start=1511
+  _globals['_WORKERINFO']._serialized_end=1674
+  _globals['_WORKERLOAD']._serialized_start=1677
+  _globals['_WORKERLOAD']._serialized_end=1981
 # @@protoc_insertion_point(module_scope)

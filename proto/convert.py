@@ -33,7 +33,7 @@ from kvgate.proto.events import (
     Snapshot,
 )
 from kvgate.proto.ids import CHUNK_HASH_BYTES, ChunkHash, Epoch, SeqNo, Tier, WorkerId
-from kvgate.proto.sampling import CacheHint, FinishReason, SamplingParams, Usage
+from kvgate.proto.sampling import CacheHint, FinishReason, SamplingParams, TokenLogprob, Usage
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
 _K = TypeVar("_K", bound=Hashable)
@@ -62,7 +62,8 @@ _KIND_FROM_PROTO = {v: k for k, v in _KIND_TO_PROTO.items()}
 # Kinds whose tier carries no meaning: on the wire their tier may be UNSPECIFIED.
 _TIERLESS_KINDS = frozenset({EventKind.EVICTED, EventKind.CLEARED})
 # Sampling fields that are proto3 `optional`: absent on the wire = the SamplingParams default.
-_OPTIONAL_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "seed")
+_OPTIONAL_SAMPLING_FIELDS = ("temperature", "top_p", "top_k", "seed", "presence_penalty", "frequency_penalty",
+                             "repetition_penalty", "min_p", "logprobs", "prompt_logprobs")  # fmt: skip
 # Plain counter records: the proto fields carry the same names as the dataclass fields.
 _USAGE_FIELDS = tuple(f.name for f in dataclasses.fields(Usage))
 _LOAD_FIELDS = tuple(f.name for f in dataclasses.fields(WorkerLoad))
@@ -238,7 +239,8 @@ def worker_load_from_proto(msg: common_pb2.WorkerLoad) -> WorkerLoad:
 
 
 def sampling_params_to_proto(params: SamplingParams) -> common_pb2.SamplingParams:
-    """Sampling parameters; every optional field is written explicitly except an absent seed."""
+    """Sampling parameters; every optional field is written explicitly except absent ones (seed,
+    logprobs)."""
     msg = common_pb2.SamplingParams(
         temperature=params.temperature,
         top_p=params.top_p,
@@ -247,9 +249,17 @@ def sampling_params_to_proto(params: SamplingParams) -> common_pb2.SamplingParam
         stop=params.stop,
         stop_token_ids=params.stop_token_ids,
         ignore_eos=params.ignore_eos,
+        presence_penalty=params.presence_penalty,
+        frequency_penalty=params.frequency_penalty,
+        repetition_penalty=params.repetition_penalty,
+        logit_bias=dict(params.logit_bias),
+        min_tokens=params.min_tokens,
+        min_p=params.min_p,
+        n=params.n,
     )
-    if params.seed is not None:
-        msg.seed = params.seed
+    for name in ("seed", "logprobs", "prompt_logprobs"):
+        if getattr(params, name) is not None:
+            setattr(msg, name, getattr(params, name))
     return msg
 
 
@@ -261,12 +271,30 @@ def sampling_params_from_proto(msg: common_pb2.SamplingParams) -> SamplingParams
     }
     if msg.max_tokens:
         present["max_tokens"] = msg.max_tokens
+    if msg.n:
+        present["n"] = msg.n
     return SamplingParams(
         stop=tuple(msg.stop),
         stop_token_ids=tuple(msg.stop_token_ids),
         ignore_eos=msg.ignore_eos,
+        logit_bias=tuple(msg.logit_bias.items()),
+        min_tokens=msg.min_tokens,
         **present,  # type: ignore[arg-type]  # keys are SamplingParams fields, values their types
     )
+
+
+def token_logprob_to_proto(logprob: TokenLogprob) -> common_pb2.TokenLogprobs:
+    ids = [t for t, _ in logprob.top]
+    return common_pb2.TokenLogprobs(
+        logprob=logprob.logprob, top_token_ids=ids, top_logprobs=[v for _, v in logprob.top]
+    )
+
+
+def token_logprob_from_proto(msg: common_pb2.TokenLogprobs) -> TokenLogprob:
+    """ValueError when the top ids and values differ in number."""
+    if len(msg.top_token_ids) != len(msg.top_logprobs):
+        raise ValueError("TokenLogprobs: top_token_ids and top_logprobs differ in length")
+    return TokenLogprob(msg.logprob, tuple(zip(msg.top_token_ids, msg.top_logprobs, strict=True)))
 
 
 def usage_to_proto(usage: Usage) -> common_pb2.Usage:

@@ -16,6 +16,7 @@ from enum import StrEnum
 from kvgate.proto.units import TokenCount
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's completions default; the HTTP layer sets its own for chat
+MAX_LOGPROBS = 20  # most likely tokens reported per position, as OpenAI's top_logprobs allows
 _U32_END = 2**32
 _I64_END = 2**63
 
@@ -38,6 +39,13 @@ class SamplingParams:
     (non-empty) end the generation and are not returned; ``stop_token_ids`` end it after the token;
     ``ignore_eos`` keeps generating past EOS. Lists given for ``stop`` / ``stop_token_ids`` are stored
     as tuples.
+
+    Logit processing (see ``common.proto``): ``presence_penalty`` / ``frequency_penalty`` in [-2, 2],
+    0 = off; ``repetition_penalty`` > 0, 1 = off; ``logit_bias`` ``(token id, bias)`` pairs, bias in
+    [-100, 100] (a dict is accepted and stored as sorted pairs); ``min_tokens`` >= 0 new tokens before
+    EOS, stop token ids or stop strings can end the sequence; ``min_p`` in [0, 1], 0 = off.
+    Outputs: ``logprobs`` None = none, k in [0, 20] = the sampled token's log-probability and the k
+    most likely; ``prompt_logprobs`` the same for the prompt's tokens; ``n`` >= 1 choices.
     """
 
     temperature: float = 1.0
@@ -48,6 +56,15 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    min_tokens: int = 0
+    min_p: float = 0.0
+    logprobs: int | None = None
+    prompt_logprobs: int | None = None
+    n: int = 1
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "temperature", _real("temperature", self.temperature))
@@ -64,11 +81,46 @@ class SamplingParams:
             _int_in("seed", self.seed, -_I64_END, _I64_END)
         if not isinstance(self.ignore_eos, bool):
             raise ValueError(f"ignore_eos must be a bool, got {self.ignore_eos!r}")
+        self._check_processing()
+        for name in ("logprobs", "prompt_logprobs"):
+            if getattr(self, name) is not None:
+                _int_in(name, getattr(self, name), 0, MAX_LOGPROBS + 1)
+        _int_in("n", self.n, 1, _U32_END)
+
+    def _check_processing(self) -> None:
+        for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_p"):
+            object.__setattr__(self, name, _real(name, getattr(self, name)))
+        object.__setattr__(self, "logit_bias", _bias(self.logit_bias))
+        for name in ("presence_penalty", "frequency_penalty"):
+            if not -2 <= getattr(self, name) <= 2:
+                raise ValueError(f"{name} must lie in [-2, 2], got {getattr(self, name)}")
+        if self.repetition_penalty <= 0:
+            raise ValueError(f"repetition_penalty must be > 0 (1 = off), got {self.repetition_penalty}")
+        if not 0 <= self.min_p <= 1:
+            raise ValueError(f"min_p must lie in [0, 1], got {self.min_p}")
+        _int_in("min_tokens", self.min_tokens, 0, _U32_END)
+
+    @property
+    def penalized(self) -> bool:
+        """True when a penalty, a bias or a minimum length changes the logits before sampling."""
+        return bool(
+            self.presence_penalty or self.frequency_penalty or self.repetition_penalty != 1
+            or self.logit_bias or self.min_tokens
+        )  # fmt: skip
 
     @property
     def greedy(self) -> bool:
         """True when sampling is argmax (temperature 0); top_p, top_k and seed are then irrelevant."""
         return self.temperature == 0
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """Log-probabilities at one position: ``logprob`` of the token there (<= 0, or -inf), and ``top``:
+    ``(token id, log-probability)`` of the most likely tokens, most likely first."""
+
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +223,19 @@ def _stop_strings(values: Iterable[str]) -> tuple[str, ...]:
     if not all(isinstance(s, str) and s for s in stops):
         raise ValueError(f"stop strings must be non-empty str, got {stops!r}")
     return stops
+
+
+def _bias(values: Iterable[tuple[int, float]] | dict[int, float]) -> tuple[tuple[int, float], ...]:
+    """``values`` as sorted ``(token id, bias)`` pairs, ids in [0, 2**32), biases finite in [-100, 100]."""
+    pairs = sorted(values.items() if isinstance(values, dict) else values)
+    out = []
+    for token_id, bias in pairs:
+        _int_in("logit_bias token id", token_id, 0, _U32_END)
+        value = _real("logit_bias", bias)
+        if not -100 <= value <= 100:
+            raise ValueError(f"logit_bias values must lie in [-100, 100], got {value}")
+        out.append((token_id, value))
+    return tuple(out)
 
 
 def _token_ids(name: str, values: Iterable[int]) -> tuple[int, ...]:

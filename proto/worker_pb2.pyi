@@ -30,18 +30,38 @@ class GenerateRequest(_message.Message):
     def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., cache_hint: _Optional[_Union[_common_pb2.CacheHint, _Mapping]] = ..., predicted_cached_tokens: _Optional[int] = ..., shared_salt: _Optional[str] = ..., shared_tokens: _Optional[int] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
-    __slots__ = ("tokens", "final")
+    __slots__ = ("tokens", "final", "choice_end")
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     FINAL_FIELD_NUMBER: _ClassVar[int]
+    CHOICE_END_FIELD_NUMBER: _ClassVar[int]
     tokens: TokenBatch
     final: FinalResult
-    def __init__(self, tokens: _Optional[_Union[TokenBatch, _Mapping]] = ..., final: _Optional[_Union[FinalResult, _Mapping]] = ...) -> None: ...
+    choice_end: ChoiceEnd
+    def __init__(self, tokens: _Optional[_Union[TokenBatch, _Mapping]] = ..., final: _Optional[_Union[FinalResult, _Mapping]] = ..., choice_end: _Optional[_Union[ChoiceEnd, _Mapping]] = ...) -> None: ...
 
 class TokenBatch(_message.Message):
-    __slots__ = ("token_ids",)
+    __slots__ = ("token_ids", "index", "logprobs", "prompt_logprobs")
     TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    LOGPROBS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_LOGPROBS_FIELD_NUMBER: _ClassVar[int]
     token_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, token_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    index: int
+    logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogprobs]
+    prompt_logprobs: _containers.RepeatedCompositeFieldContainer[_common_pb2.TokenLogprobs]
+    def __init__(self, token_ids: _Optional[_Iterable[int]] = ..., index: _Optional[int] = ..., logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprobs, _Mapping]]] = ..., prompt_logprobs: _Optional[_Iterable[_Union[_common_pb2.TokenLogprobs, _Mapping]]] = ...) -> None: ...
+
+class ChoiceEnd(_message.Message):
+    __slots__ = ("index", "finish_reason", "matched_stop", "completion_tokens")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    FINISH_REASON_FIELD_NUMBER: _ClassVar[int]
+    MATCHED_STOP_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    finish_reason: _common_pb2.FinishReason
+    matched_stop: str
+    completion_tokens: int
+    def __init__(self, index: _Optional[int] = ..., finish_reason: _Optional[_Union[_common_pb2.FinishReason, str]] = ..., matched_stop: _Optional[str] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
 
 class FinalResult(_message.Message):
     __slots__ = ("finish_reason", "usage", "matched_stop", "error")

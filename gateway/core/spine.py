@@ -79,7 +79,7 @@ class RequestCore:
         INVALID_REQUEST for anything the client got wrong, PERMISSION_DENIED for a namespace the
         tenant may not use, RATE_LIMITED / TOKENS_LIMITED past the tenant's token allowance (checked
         and charged only when ``charge``: a dry run generates no tokens)."""
-        self._check_model(request.model)
+        self.check_model(request.model)
         ids = await self._encoder.encode(request.prompt)
         hint = request.cache_hint
         if isinstance(request.prompt, ChatInput) and request.prompt.breakpoints:
@@ -133,6 +133,10 @@ class RequestCore:
             done.attempts,
         )
 
+    def prompt_text(self, job: Job) -> str:
+        """The text of ``job``'s prompt as the model reads it (special tokens shown), for an echo."""
+        return self._generator.decode(job.token_ids.tolist())
+
     async def route(self, job: Job) -> Routed:
         """The decision :meth:`generate` would make now, recording nothing (the dry run)."""
         return await self._dispatcher.preview(job)
@@ -146,10 +150,11 @@ class RequestCore:
     def leave(self) -> None:
         self.gate.leave()
 
-    def _check_model(self, model: str) -> None:
+    def check_model(self, model: str) -> None:
+        """NOT_FOUND, naming the model served, unless ``model`` is it."""
         if model != self.settings.model_name:
-            raise GatewayError(f"The model `{model}` does not exist.", ErrorKind.NOT_FOUND, param="model",
-                               code="model_not_found")  # fmt: skip
+            message = f"The model `{model}` does not exist. This server serves: `{self.settings.model_name}`."
+            raise GatewayError(message, ErrorKind.NOT_FOUND, param="model", code="model_not_found")
 
     async def _shared_prefix(self, request: GenerateRequest, caller: Caller, ids: np.ndarray) -> int | None:
         """Tokens of the leading system messages when the caller opted into a shared namespace; None

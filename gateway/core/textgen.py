@@ -11,16 +11,36 @@ from kvgate.common.tokenizer import IncrementalDetokenizer, Tokenizer
 from kvgate.gateway.routing.types import Routed
 from kvgate.gateway.text.stops import StopTrimmer
 from kvgate.gateway.upstream.dispatch import Dispatcher
-from kvgate.gateway.upstream.job import Done, Job, Tokens
-from kvgate.proto.sampling import FinishReason, Usage
+from kvgate.gateway.upstream.job import ChoiceDone, Done, Job, Tokens
+from kvgate.proto.sampling import FinishReason, TokenLogprob, Usage
+
+
+@dataclass(frozen=True, slots=True)
+class TokenText:
+    """A token's log-probability with its text, and the most likely tokens' (text, log-probability)."""
+
+    token: str
+    logprob: float
+    top: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
-    """New text (never a split character, never part of a stop string) and the tokens it came from."""
+    """New text of choice ``index`` (never a split character, never part of a stop string), the tokens
+    it came from, and their log-probabilities when asked for (one per token, else empty)."""
 
     text: str
     token_ids: tuple[int, ...]
+    index: int = 0
+    logprobs: tuple[TokenText, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceEnded:
+    """With ``n`` > 1: choice ``index`` ended (its last text came before); a TextDone follows them all."""
+
+    index: int
+    finish_reason: FinishReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,23 +60,62 @@ class TextGenerator:
         self._dispatcher = dispatcher
         self._tokenizer = tokenizer
 
-    async def stream(self, job: Job) -> AsyncIterator[TextDelta | TextDone]:
-        """Yields deltas then one TextDone; UpstreamError subclasses propagate. Closing the
-        iterator early cancels the request on its worker."""
-        detok = IncrementalDetokenizer(self._tokenizer, job.token_ids.tolist(), skip_special_tokens=True)
-        stops = StopTrimmer(job.sampling.stop)
+    async def stream(self, job: Job) -> AsyncIterator[TextDelta | ChoiceEnded | TextDone]:
+        """Yields deltas (and, with ``n`` > 1, each choice's ChoiceEnded) then one TextDone;
+        UpstreamError subclasses propagate. Closing the iterator early cancels the request on its
+        worker. Each choice is detokenized and trimmed at its stop strings on its own."""
+        choices = [_Choice(self._tokenizer, job) for _ in range(job.sampling.n)]
         async with contextlib.aclosing(self._dispatcher.stream(job)) as items:
             async for item in items:
                 if isinstance(item, Tokens):
-                    text = stops.feed(detok.push(item.token_ids))
+                    text = choices[item.index].feed(item.token_ids)
                     if text or item.token_ids:
-                        yield TextDelta(text, item.token_ids)
+                        texts = self._texts(item.token_ids, item.logprobs)
+                        yield TextDelta(text, item.token_ids, item.index, texts)
+                elif isinstance(item, ChoiceDone):
+                    yield TextDelta(choices[item.index].flush(), (), item.index)  # what was held back
+                    reason = choices[item.index].reason(item.finish_reason, item.matched_stop)
+                    yield ChoiceEnded(item.index, reason)
                 else:
-                    yield TextDelta(stops.feed(detok.flush()) + stops.flush(), ())  # what was held back
-                    yield _finish(item, stops)
+                    if job.sampling.n == 1:
+                        yield TextDelta(choices[0].flush(), ())
+                    yield _finish(item, choices[0])
+
+    def decode(self, token_ids: list[int]) -> str:
+        """The text of ``token_ids``, special tokens shown."""
+        return self._tokenizer.decode(token_ids, skip_special_tokens=False)
+
+    def _texts(self, token_ids: tuple[int, ...], logprobs: tuple[TokenLogprob, ...]) -> tuple[TokenText, ...]:
+        """Log-probabilities with each token's text (decoded alone, special tokens shown)."""
+        decode = self._token_text
+        return tuple(
+            TokenText(decode(token), lp.logprob, tuple((decode(t), v) for t, v in lp.top))
+            for token, lp in zip(token_ids, logprobs, strict=False)
+        )
+
+    def _token_text(self, token_id: int) -> str:
+        return self._tokenizer.decode([token_id], skip_special_tokens=False)
 
 
-def _finish(done: Done, stops: StopTrimmer) -> TextDone:
-    matched = stops.matched or done.matched_stop
+class _Choice:
+    """One choice's detokenizer and stop trimmer."""
+
+    def __init__(self, tokenizer: Tokenizer, job: Job) -> None:
+        self._detok = IncrementalDetokenizer(tokenizer, job.token_ids.tolist(), skip_special_tokens=True)
+        self.stops = StopTrimmer(job.sampling.stop)
+
+    def feed(self, token_ids: tuple[int, ...]) -> str:
+        return self.stops.feed(self._detok.push(token_ids))
+
+    def flush(self) -> str:
+        return self.stops.feed(self._detok.flush()) + self.stops.flush()
+
+    def reason(self, worker_reason: FinishReason, matched: str | None) -> FinishReason:
+        """STOP when a stop string ended the choice (here or on the worker), else the worker's reason."""
+        return FinishReason.STOP if (self.stops.matched or matched) is not None else worker_reason
+
+
+def _finish(done: Done, choice: _Choice) -> TextDone:
+    matched = choice.stops.matched or done.matched_stop
     reason = FinishReason.STOP if matched is not None else done.finish_reason
     return TextDone(reason, done.usage, done.routed, matched, done.attempts)

@@ -137,6 +137,18 @@ def _sampling(msg: common_pb2.SamplingParams) -> dict[str, Any]:
     fields["max_tokens"] = msg.max_tokens or DEFAULT_MAX_TOKENS
     fields["stop_token_ids"] = tuple(msg.stop_token_ids)
     fields["ignore_eos"] = msg.ignore_eos or None
+    fields["logit_bias"] = tuple(msg.logit_bias.items())
+    fields["min_tokens"] = msg.min_tokens
+    for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_p"):
+        if msg.HasField(name):
+            fields[name] = getattr(msg, name)
+    # Generate's answer carries one choice's text: what would need more is refused, not dropped
+    for name in ("logprobs", "prompt_logprobs"):
+        if msg.HasField(name):
+            message = f"`{name}` is not supported by the gRPC front (use the HTTP API)"
+            raise invalid(message, f"sampling.{name}")
+    if msg.n > 1:
+        raise invalid("`n` > 1 is not supported by the gRPC front (use the HTTP API)", "sampling.n")
     return fields
 
 

@@ -46,8 +46,87 @@ def invalid_body(errors: Sequence[Mapping[str, Any]], body: Any = None) -> Gatew
         return invalid("the body is missing: send a JSON object")
     if param is None and kind in _NOT_AN_OBJECT:
         return invalid("the body must be a JSON object")
-    message = str(first.get("msg", "invalid value")).removeprefix("Value error, ")
-    return invalid(f"{param}: {message}" if param else message, param)
+    return invalid(plain_message(first, param), param)
+
+
+def plain_message(error: Mapping[str, Any], param: str | None) -> str:
+    """One validation error in OpenAI's words (``Invalid 'max_tokens': expected a value >= 1, but got 0
+    instead.``), never the validator's own (``Input should be ...``); the message of a ValueError the
+    body raised itself is kept as it is."""
+    kind, ctx, value = error.get("type", ""), error.get("ctx") or {}, error.get("input")
+    name = param or "body"
+    if kind == "value_error":
+        text = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+        return f"{param}: {text}" if param else text
+    if kind == "extra_forbidden":
+        return f"Unrecognized request argument supplied: {name}"
+    if kind == "missing":
+        return f"Missing required parameter: '{name}'."
+    if kind in _BOUNDS:
+        op, key = _BOUNDS[kind]
+        bound = _shown(ctx.get(key))
+        return f"Invalid '{name}': expected a value {op} {bound}, but got {_shown(value)} instead."
+    if kind in _TYPES:
+        return f"Invalid type for '{name}': expected {_TYPES[kind]}, but got {_json_type(value)} instead."
+    if kind == "literal_error":
+        return f"Invalid value for '{name}': {_shown(value)}. Supported values: {ctx.get('expected')}."
+    if kind in ("too_short", "string_too_short"):
+        return f"Invalid '{name}': expected at least {_count(ctx.get('min_length'), kind)}, got fewer."
+    if kind in ("too_long", "string_too_long"):
+        return f"Invalid '{name}': expected at most {_count(ctx.get('max_length'), kind)}, got more."
+    if kind == "finite_number":
+        return f"Invalid '{name}': expected a finite number, but got {_shown(value)} instead."
+    if kind == "string_unicode":
+        return f"Invalid '{name}': expected a valid unicode string."
+    return f"Invalid value for '{name}'."
+
+
+_BOUNDS = {
+    "greater_than": (">", "gt"),
+    "greater_than_equal": (">=", "ge"),
+    "less_than": ("<", "lt"),
+    "less_than_equal": ("<=", "le"),
+}
+_TYPES = {
+    "int_type": "an integer",
+    "int_from_float": "an integer",
+    "float_type": "a number",
+    "bool_type": "a boolean",
+    "string_type": "a string",
+    "list_type": "an array",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
+    "none_required": "null",
+}
+
+
+def _count(n: Any, kind: str) -> str:
+    unit = "character" if kind.startswith("string") else "item"
+    return f"{n} {unit}" if n == 1 else f"{n} {unit}s"
+
+
+def _json_type(value: Any) -> str:
+    """The JSON type name of a decoded value (``a string``, ``an integer``, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int):
+        return "an integer"
+    if isinstance(value, float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _shown(value: Any) -> str:
+    """A short JSON-ish rendering of an offending value (long ones cut)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def unreadable_body(cause: BaseException | None) -> GatewayError | None:

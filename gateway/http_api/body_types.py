@@ -1,16 +1,18 @@
 """Field types shared by the request bodies of every HTTP front.
 
 Bodies are strict: a field gets exactly its JSON type (``"2"`` is not an integer, ``1`` is not a
-boolean) and unknown fields are refused, as OpenAI and Anthropic do. Text must be valid Unicode: a JSON
+boolean) and unknown fields are refused, as OpenAI does, unless they are null: a field set to null
+means "not set" wherever it appears, so a client that sends every field it knows of, most of them null,
+is served. Text must be valid Unicode: a JSON
 escape such as ``"\\ud800"`` decodes to a lone surrogate, which no tokenizer or UTF-8 encoder accepts.
 Numbers are finite and integers fit the wire field they travel in.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 U32_MAX = 2**32 - 1
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
@@ -35,6 +37,14 @@ TopK = Annotated[int, Field(ge=0, le=U32_MAX)]  # 0 = off
 
 
 class StrictBody(BaseModel):
-    """Base of every request body and its parts: exact JSON types, no unknown fields."""
+    """Base of every request body and its parts: exact JSON types, no unknown fields but null ones
+    (dropped before validation)."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _drop_null_extras(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or all(v is not None or k in cls.model_fields for k, v in data.items()):
+            return data
+        return {k: v for k, v in data.items() if v is not None or k in cls.model_fields}

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-from kvgate.gateway.core.textgen import TextDone
+from kvgate.gateway.core.textgen import TextDone, TokenText
 from kvgate.proto.sampling import Usage
 
 
@@ -29,7 +31,23 @@ def route_json(done: TextDone) -> dict[str, Any]:
     }
 
 
-def chat_response(rid: str, model: str, text: str, done: TextDone) -> dict[str, Any]:
+@dataclass(slots=True)
+class Choice:
+    """One choice of an answer as it is collected: its text, log-probabilities and end."""
+
+    index: int
+    parts: list[str] = field(default_factory=list)
+    logprobs: list[TokenText] = field(default_factory=list)
+    finish_reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def chat_response(
+    rid: str, model: str, choices: list[Choice], done: TextDone, logprobs: bool
+) -> dict[str, Any]:
     return {
         "id": rid,
         "object": "chat.completion",
@@ -37,31 +55,79 @@ def chat_response(rid: str, model: str, text: str, done: TextDone) -> dict[str, 
         "model": model,
         "choices": [
             {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "finish_reason": done.finish_reason.value,
-                "logprobs": None,
+                "index": c.index,
+                "message": {"role": "assistant", "content": c.text},
+                "finish_reason": c.finish_reason or done.finish_reason.value,
+                "logprobs": chat_logprobs(c.logprobs) if logprobs else None,
             }
+            for c in choices
         ],
         "usage": usage_json(done.usage),
         "kvgate": route_json(done),
     }
 
 
-def completion_response(rid: str, model: str, text: str, done: TextDone) -> dict[str, Any]:
+def completion_response(
+    rid: str, model: str, choices: list[Choice], done: TextDone, logprobs: bool, echo: list[str]
+) -> dict[str, Any]:
+    """``echo[i]``: the text before choice ``i``'s (its prompt with ``echo``, else empty)."""
     return {
         "id": rid,
         "object": "text_completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [{"index": 0, "text": text, "finish_reason": done.finish_reason.value, "logprobs": None}],
+        "choices": [
+            {
+                "index": c.index,
+                "text": echo[c.index] + c.text,
+                "finish_reason": c.finish_reason or done.finish_reason.value,
+                "logprobs": completion_logprobs(c.logprobs, len(echo[c.index])) if logprobs else None,
+            }
+            for c in choices
+        ],
         "usage": usage_json(done.usage),
         "kvgate": route_json(done),
     }
 
 
-def chat_chunk(rid: str, model: str, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-    choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+def _entry(token: str, logprob: float) -> dict[str, Any]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
+
+
+def chat_logprobs(items: Sequence[TokenText]) -> dict[str, Any]:
+    """Chat's ``logprobs``: per token its text, log-probability, UTF-8 bytes and the most likely ones."""
+    content = [_entry(t.token, t.logprob) | {"top_logprobs": [_entry(s, v) for s, v in t.top]} for t in items]
+    return {"content": content, "refusal": None}
+
+
+def completion_logprobs(items: Sequence[TokenText], offset: int = 0) -> dict[str, Any]:
+    """The completions API's ``logprobs``: parallel lists, ``text_offset`` in characters from ``offset``."""
+    offsets, at = [], offset
+    for t in items:
+        offsets.append(at)
+        at += len(t.token)
+    return {
+        "tokens": [t.token for t in items],
+        "token_logprobs": [t.logprob for t in items],
+        "top_logprobs": [_most_likely_first(t.top) for t in items],
+        "text_offset": offsets,
+    }
+
+
+def _most_likely_first(top: Sequence[tuple[str, float]]) -> dict[str, float]:
+    """The completions API's ``{token text: logprob}``; two tokens of one text (bytes of a split
+    character both read as U+FFFD) keep the likelier's value."""
+    out: dict[str, float] = {}
+    for text, logprob in top:
+        out.setdefault(text, logprob)
+    return out
+
+
+def chat_chunk(
+    rid: str, model: str, delta: dict[str, Any], finish: str | None = None, index: int = 0,
+    logprobs: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    choice = {"index": index, "delta": delta, "finish_reason": finish, "logprobs": logprobs}
     return {
         "id": rid,
         "object": "chat.completion.chunk",
@@ -71,8 +137,11 @@ def chat_chunk(rid: str, model: str, delta: dict[str, Any], finish: str | None =
     }
 
 
-def completion_chunk(rid: str, model: str, text: str, finish: str | None = None) -> dict[str, Any]:
-    choice = {"index": 0, "text": text, "finish_reason": finish, "logprobs": None}
+def completion_chunk(
+    rid: str, model: str, text: str, finish: str | None = None, index: int = 0,
+    logprobs: dict[str, Any] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    choice = {"index": index, "text": text, "finish_reason": finish, "logprobs": logprobs}
     return {
         "id": rid,
         "object": "text_completion",

@@ -44,7 +44,7 @@ class ChatChoice(BaseModel):
     index: int
     message: AssistantMessage
     finish_reason: FinishReason
-    logprobs: None
+    logprobs: dict[str, Any] | None  # {"content": [{token, logprob, bytes, top_logprobs}], "refusal"}
 
 
 class ChatCompletion(BaseModel):
@@ -61,7 +61,7 @@ class CompletionChoice(BaseModel):
     index: int
     text: str
     finish_reason: FinishReason
-    logprobs: None
+    logprobs: dict[str, Any] | None  # {tokens, token_logprobs, top_logprobs, text_offset}
 
 
 class TextCompletion(BaseModel):
@@ -79,6 +79,7 @@ class ModelCard(BaseModel):
     object: Literal["model"]
     created: int
     owned_by: str
+    max_model_len: int  # the context window: prompt and output tokens together
 
 
 class ModelList(BaseModel):

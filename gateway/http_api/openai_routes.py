@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -10,72 +12,96 @@ from fastapi.responses import JSONResponse, Response
 
 from kvgate.gateway.core.request import ChatInput, GenerateRequest, PromptInput, TextInput, TokenInput
 from kvgate.gateway.core.spine import RequestCore
-from kvgate.gateway.core.textgen import TextDelta, TextDone
+from kvgate.gateway.core.textgen import TextDone
+from kvgate.gateway.errors import invalid
+from kvgate.gateway.http_api import openai_answers as answers
 from kvgate.gateway.http_api import openai_format as fmt
+from kvgate.gateway.http_api import openai_support as support
 from kvgate.gateway.http_api.auth import HttpAuth
+from kvgate.gateway.http_api.error_bodies import error_responses
 from kvgate.gateway.http_api.json_body import body_doc, json_body, most_items
 from kvgate.gateway.http_api.openai_responses import (
     ChatCompletion,
+    ModelCard,
     ModelList,
     TextCompletion,
     generation_responses,
 )
 from kvgate.gateway.http_api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from kvgate.gateway.http_api.request_ids import with_id
-from kvgate.gateway.http_api.streaming import (
-    CLIENT_CLOSED_REQUEST,
-    Events,
-    collect_while_connected,
-    stream_response,
-)
+from kvgate.gateway.http_api.streaming import CLIENT_CLOSED_REQUEST, collect_while_connected, stream_response
 from kvgate.gateway.tenancy import Caller
 
-Renderer = Callable[[TextDelta | TextDone], list[bytes]]
 
-
-def openai_request(body: ChatCompletionRequest | CompletionRequest) -> GenerateRequest:
-    """The core's request for an OpenAI chat or completion body."""
+def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int = 0) -> GenerateRequest:
+    """The core's request for an OpenAI chat or completion body (for a completions batch, its prompt
+    ``number``); INVALID_REQUEST for a value kvgate cannot honour (see :mod:`.openai_support`)."""
+    support.check(body)
     prompt: PromptInput
     if isinstance(body, ChatCompletionRequest):
         prompt = ChatInput([{"role": m.role, "content": m.text()} for m in body.messages])
-        max_tokens = body.limit
+        logprobs = (body.top_logprobs or 0) if body.logprobs else None
     else:
-        prompt = TextInput(body.prompt) if isinstance(body.prompt, str) else TokenInput(body.prompt)
-        max_tokens = body.max_tokens
-    sampling = {
-        "temperature": body.temperature,
-        "top_p": body.top_p,
-        "top_k": body.top_k,
-        "seed": body.seed,
-        "max_tokens": max_tokens,
-        "ignore_eos": body.ignore_eos or None,
-    }
+        text = body.prompts()[number]
+        prompt = TextInput(text) if isinstance(text, str) else TokenInput(text)
+        logprobs = body.logprobs
     return GenerateRequest(
         body.model,
         prompt,
-        sampling,
+        _sampling(body) | {"logprobs": logprobs},
         tuple(body.stop_list()),
         cache_key=body.prompt_cache_key,
         client_salt=body.cache_salt or "",
     )
 
 
+def _sampling(body: ChatCompletionRequest | CompletionRequest) -> dict[str, Any]:
+    return {
+        "temperature": body.temperature,
+        "top_p": body.top_p,
+        "top_k": body.top_k,
+        "min_p": body.min_p,
+        "seed": body.seed,
+        "max_tokens": body.limit,
+        "stop_token_ids": tuple(body.stop_token_ids or ()) or None,
+        "ignore_eos": body.ignore_eos or None,
+        "presence_penalty": body.presence_penalty,
+        "frequency_penalty": body.frequency_penalty,
+        "repetition_penalty": body.repetition_penalty,
+        "logit_bias": _bias(body.logit_bias),
+        "min_tokens": body.min_tokens,
+        "n": body.n,
+    }
+
+
+def _bias(logit_bias: dict[str, float] | None) -> tuple[tuple[int, float], ...] | None:
+    """OpenAI's ``{"token id": bias}`` as pairs; INVALID_REQUEST for a key that is not a token id."""
+    if not logit_bias:
+        return None
+    if not all(key.isdigit() and int(key) < 2**32 for key in logit_bias):
+        bad = next(key for key in logit_bias if not (key.isdigit() and int(key) < 2**32))
+        raise invalid(f"`logit_bias` keys must be token ids; {bad!r} is not one", "logit_bias")
+    return tuple((int(key), value) for key, value in logit_bias.items())
+
+
+def _usage_wanted(body: ChatCompletionRequest | CompletionRequest) -> bool:
+    return body.stream_options is not None and bool(body.stream_options.include_usage)
+
+
 async def _answer(
-    events: Events,
+    streams: list[answers.Events],
     body: ChatCompletionRequest | CompletionRequest,
-    rid: str,
-    to_json: Callable[[str, str, str, TextDone], dict[str, Any]],
-    renderer: Callable[[str, str, bool], Renderer],
+    to_json: Callable[[list[fmt.Choice], TextDone], dict[str, Any]],
+    renderer: answers.Renderer,
     request: Request,
 ) -> Response:
     """The whole answer as JSON, or the stream as server-sent events."""
     if not body.stream:
-        answer = await collect_while_connected(events, request)
+        answer = await collect_while_connected(answers.collect_choices(streams, body.choices), request)
         if answer is None:
             return Response(status_code=CLIENT_CLOSED_REQUEST)
-        return JSONResponse(to_json(rid, body.model, *answer))
-    usage = body.stream_options is not None and body.stream_options.include_usage
-    return await stream_response(events, renderer(rid, body.model, usage))
+        return JSONResponse(to_json(*answer))
+    return await stream_response(answers.combined(streams, body.choices), renderer)  # type: ignore[arg-type]
 
 
 def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
@@ -83,10 +109,18 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
     router = APIRouter(dependencies=[Depends(auth)])
     items = most_items(core.settings.limits)
 
+    card = {"id": core.model_name, "object": "model", "created": 0, "owned_by": "kvgate",
+            "max_model_len": core.settings.limits.context_window}  # fmt: skip
+
     @router.get("/v1/models", response_model=ModelList)
     async def models() -> dict[str, Any]:
-        model = {"id": core.model_name, "object": "model", "created": 0, "owned_by": "kvgate"}
-        return {"object": "list", "data": [model]}
+        return {"object": "list", "data": [card]}
+
+    @router.get("/v1/models/{model_id:path}", response_model=ModelCard,
+                responses=error_responses())  # fmt: skip
+    async def model(model_id: str) -> dict[str, Any]:
+        core.check_model(model_id)
+        return card
 
     @router.post("/v1/chat/completions", response_model=None, responses=generation_responses(ChatCompletion),
                  openapi_extra=body_doc(ChatCompletionRequest))  # fmt: skip
@@ -96,8 +130,10 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
         job = await core.prepare(with_id(openai_request(body), request), caller)
-        rid = f"chatcmpl-{job.request_id}"
-        return await _answer(core.generate(job), body, rid, fmt.chat_response, _chat_renderer, request)
+        rid, logprobs = f"chatcmpl-{job.request_id}", bool(body.logprobs)
+        render = answers.chat_renderer(rid, body.model, body.choices, _usage_wanted(body), logprobs)
+        to_json = functools.partial(fmt.chat_response, rid, body.model, logprobs=logprobs)
+        return await _answer([core.generate(job)], body, to_json, render, request)
 
     @router.post("/v1/completions", response_model=None, responses=generation_responses(TextCompletion),
                  openapi_extra=body_doc(CompletionRequest))  # fmt: skip
@@ -106,40 +142,17 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         body: CompletionRequest = Depends(json_body(CompletionRequest, items)),  # noqa: B008
         caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
-        job = await core.prepare(with_id(openai_request(body), request), caller)
-        rid, render = f"cmpl-{job.request_id}", _completion_renderer
-        return await _answer(core.generate(job), body, rid, fmt.completion_response, render, request)
+        first = with_id(openai_request(body), request)
+        jobs = [await core.prepare(first, caller)]
+        for number in range(1, len(body.prompts())):
+            again = dataclasses.replace(
+                openai_request(body, number), request_id=f"{first.request_id}-{number}"
+            )
+            jobs.append(await core.prepare(again, caller))
+        echo = [core.prompt_text(job) if body.echo else "" for job in jobs for _ in range(body.choices)]
+        rid, logprobs = f"cmpl-{jobs[0].request_id}", body.logprobs is not None
+        render = answers.completion_renderer(rid, body.model, _usage_wanted(body), logprobs, echo)
+        to_json = functools.partial(fmt.completion_response, rid, body.model, logprobs=logprobs, echo=echo)
+        return await _answer([core.generate(job) for job in jobs], body, to_json, render, request)
 
     return router
-
-
-def _chat_renderer(rid: str, model: str, include_usage: bool) -> Renderer:
-    started = [False]
-
-    def render(item: TextDelta | TextDone) -> list[bytes]:
-        out = []
-        if not started[0]:
-            started[0] = True
-            out.append(fmt.sse(fmt.chat_chunk(rid, model, {"role": "assistant", "content": ""})))
-        if isinstance(item, TextDelta):
-            if item.text:
-                out.append(fmt.sse(fmt.chat_chunk(rid, model, {"content": item.text})))
-            return out
-        out.append(fmt.sse(fmt.chat_chunk(rid, model, {}, item.finish_reason.value)))
-        if include_usage:
-            out.append(fmt.sse(fmt.usage_chunk(rid, model, "chat.completion.chunk", item.usage)))
-        return out
-
-    return render
-
-
-def _completion_renderer(rid: str, model: str, include_usage: bool) -> Renderer:
-    def render(item: TextDelta | TextDone) -> list[bytes]:
-        if isinstance(item, TextDelta):
-            return [fmt.sse(fmt.completion_chunk(rid, model, item.text))] if item.text else []
-        out = [fmt.sse(fmt.completion_chunk(rid, model, "", item.finish_reason.value))]
-        if include_usage:
-            out.append(fmt.sse(fmt.usage_chunk(rid, model, "text_completion", item.usage)))
-        return out
-
-    return render

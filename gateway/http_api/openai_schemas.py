@@ -1,12 +1,17 @@
-"""Request bodies of the OpenAI-compatible endpoints. Strict JSON types, and unknown fields are
-refused (400), as OpenAI does (see :mod:`kvgate.gateway.http_api.body_types`); fields OpenAI
-defines that kvgate does not implement are accepted only at their no-op values."""
+"""Request bodies of the OpenAI-compatible endpoints.
+
+Types are strict (see :mod:`kvgate.gateway.http_api.body_types`) and every optional field accepts null
+(= not set). Every standard OpenAI field is declared, with the extensions of vLLM and SGLang that
+clients commonly send; which of them kvgate acts on, accepts without acting on, or refuses (and
+why) is :mod:`kvgate.gateway.http_api.openai_support`'s to say, so the refusals are sentences, not
+validator wording. docs/OPENAI.md lists them all.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from kvgate.gateway.http_api.body_types import (
     I64_MAX,
@@ -20,6 +25,12 @@ from kvgate.gateway.http_api.body_types import (
 )
 
 _MaxTokens = Annotated[int, Field(ge=1, le=U32_MAX)]
+_Count = Annotated[int, Field(ge=1, le=U32_MAX)]
+_Penalty = Annotated[float, Field(ge=-2, le=2, allow_inf_nan=False)]
+_Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+_Unit = Annotated[float, Field(ge=0, le=1, allow_inf_nan=False)]
+_Bias = Annotated[float, Field(ge=-100, le=100, allow_inf_nan=False)]
+_Object = dict[str, Any]  # a JSON object kvgate does not look into (declared so null and {} parse)
 
 
 class TextPart(StrictBody):
@@ -27,20 +38,40 @@ class TextPart(StrictBody):
     text: Text
 
 
+class OtherPart(StrictBody):
+    """A content part kvgate's text-only models cannot take (refused by name, see openai_support)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["image_url", "input_audio", "file", "refusal", "video_url", "audio_url"]
+
+
 class ChatMessage(StrictBody):
-    role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: Text | list[TextPart] | None = None
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: Text | list[TextPart | OtherPart] | None = None
     name: Text | None = None
     tool_call_id: Text | None = None
+    tool_calls: list[_Object] | None = None
+    function_call: _Object | None = None
+    refusal: Text | None = None  # an assistant's earlier refusal: not part of the prompt
+    audio: _Object | None = None
 
     def text(self) -> str:
         if self.content is None:
             return ""
-        return self.content if isinstance(self.content, str) else "".join(p.text for p in self.content)
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
 class StreamOptions(StrictBody):
-    include_usage: bool = False
+    include_usage: bool | None = None
+    include_obfuscation: bool | None = None  # OpenAI's padding of stream events: not needed, none sent
+    continuous_usage_stats: bool | None = None  # extension (vLLM)
+
+
+class ResponseFormat(StrictBody):
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text", "json_object", "json_schema"]
 
 
 class _Sampling(StrictBody):
@@ -49,32 +80,76 @@ class _Sampling(StrictBody):
     model: Text = Field(min_length=1)
     temperature: Annotated[float, Field(ge=0, le=2, allow_inf_nan=False)] | None = None
     top_p: TopP | None = None
-    top_k: TopK | None = None  # extension (vLLM, SGLang)
     seed: Annotated[int, Field(ge=I64_MIN, le=I64_MAX)] | None = None
     stop: Text | list[Text] | None = None
-    stream: bool = False
+    stream: bool | None = None
     stream_options: StreamOptions | None = None
-    n: Literal[1] = 1
-    presence_penalty: Literal[0, 0.0] | None = None
-    frequency_penalty: Literal[0, 0.0] | None = None
-    logprobs: Literal[False] | None = None
+    n: _Count | None = None
+    presence_penalty: _Penalty | None = None
+    frequency_penalty: _Penalty | None = None
+    logit_bias: dict[str, _Bias] | None = None
     user: Annotated[Text, Field(max_length=256)] | None = None
     prompt_cache_key: Annotated[Text, Field(max_length=1024)] | None = None
-    ignore_eos: bool = False  # extension
+    # accepted, not acted on (see openai_support.IGNORED)
+    metadata: dict[str, Text] | None = None
+    store: bool | None = None
+    service_tier: Text | None = None
+    safety_identifier: Annotated[Text, Field(max_length=256)] | None = None
+    prompt_cache_retention: Text | None = None
+    # extensions (vLLM, SGLang)
+    top_k: TopK | None = None  # 0 = off (vLLM also takes -1 for off)
+    min_p: _Unit | None = None
+    repetition_penalty: _Positive | None = None
+    min_tokens: Annotated[int, Field(ge=0, le=U32_MAX)] | None = None
+    stop_token_ids: list[TokenId] | None = None
+    ignore_eos: bool | None = None
+    skip_special_tokens: bool | None = None
+    spaces_between_special_tokens: bool | None = None
+    include_stop_str_in_output: bool | None = None
     # extension (vLLM): separates caches within the caller's tenant; mixed under the tenant's own salt on
     # the server, so it can never reach another tenant's cache, whatever its value
     cache_salt: Annotated[Text, Field(min_length=1, max_length=256)] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _top_k_off(cls, data: Any) -> Any:
+        # vLLM's "off" is -1; kvgate's (and the wire's) is 0
+        if isinstance(data, dict) and data.get("top_k") == -1 and type(data["top_k"]) is int:
+            return data | {"top_k": 0}
+        return data
 
     def stop_list(self) -> list[str]:
         if self.stop is None:
             return []
         return [self.stop] if isinstance(self.stop, str) else list(self.stop)
 
+    @property
+    def choices(self) -> int:
+        return 1 if self.n is None else self.n
+
 
 class ChatCompletionRequest(_Sampling):
     messages: list[ChatMessage] = Field(min_length=1)
     max_tokens: _MaxTokens | None = None
     max_completion_tokens: _MaxTokens | None = None
+    logprobs: bool | None = None
+    top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    response_format: ResponseFormat | None = None
+    tools: list[_Object] | None = None
+    tool_choice: Text | _Object | None = None
+    parallel_tool_calls: bool | None = None
+    functions: list[_Object] | None = None
+    function_call: Text | _Object | None = None
+    modalities: list[Literal["text", "audio"]] | None = None
+    audio: _Object | None = None
+    prediction: _Object | None = None  # a latency hint (predicted output): the output is the same without
+    reasoning_effort: Text | None = None
+    verbosity: Text | None = None
+    web_search_options: _Object | None = None
+    # extensions (vLLM)
+    echo: bool | None = None
+    add_generation_prompt: bool | None = None
+    continue_final_message: bool | None = None
 
     @model_validator(mode="after")
     def _one_limit(self) -> ChatCompletionRequest:
@@ -87,16 +162,24 @@ class ChatCompletionRequest(_Sampling):
         return self.max_completion_tokens if self.max_completion_tokens is not None else self.max_tokens
 
 
-class CompletionRequest(_Sampling):
-    prompt: Text | list[TokenId] | list[Text] = Field(min_length=1)
-    max_tokens: _MaxTokens = 16
-    echo: Literal[False] = False
-    suffix: None = None
+Prompt = Text | list[TokenId] | list[Text] | list[list[TokenId]]
 
-    @model_validator(mode="after")
-    def _one_prompt(self) -> CompletionRequest:
-        if isinstance(self.prompt, list) and self.prompt and isinstance(self.prompt[0], str):
-            if len(self.prompt) != 1:
-                raise ValueError("prompt: a batch of several prompts is not supported; send one per request")
-            self.prompt = self.prompt[0]
-        return self
+
+class CompletionRequest(_Sampling):
+    prompt: Prompt = Field(min_length=1)
+    max_tokens: _MaxTokens | None = None
+    echo: bool | None = None
+    logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    suffix: Text | None = None
+    best_of: _Count | None = None
+
+    @property
+    def limit(self) -> int:
+        return 16 if self.max_tokens is None else self.max_tokens  # OpenAI's default for completions
+
+    def prompts(self) -> list[str | list[int]]:
+        """The prompts of the batch, in order (one for a single prompt)."""
+        p = self.prompt
+        if isinstance(p, str) or (p and isinstance(p[0], int)):
+            return [p]  # type: ignore[list-item]
+        return list(p)  # type: ignore[arg-type]

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 from fastapi import Request
 from fastapi.responses import StreamingResponse
@@ -26,6 +27,7 @@ from kvgate.gateway.upstream.errors import UpstreamError
 log = logging.getLogger(__name__)
 
 Events = AsyncIterator[TextDelta | TextDone]
+T = TypeVar("T")
 CLIENT_CLOSED_REQUEST = 499  # the status logged for an answer nobody was left to receive
 
 
@@ -52,10 +54,13 @@ async def collect(events: Events) -> tuple[str, TextDone]:
     raise UpstreamError("the generation ended without a final event")
 
 
-async def collect_while_connected(events: Events, request: Request) -> tuple[str, TextDone] | None:
-    """:func:`collect`, unless the client disconnects first: then the generation is closed (which
-    cancels the request on its worker and frees its KV blocks) and None is returned."""
-    work = asyncio.ensure_future(collect(events))
+async def collect_while_connected(
+    events: Events | Awaitable[T], request: Request
+) -> tuple[str, TextDone] | T | None:
+    """:func:`collect` of ``events`` (or another collecting awaitable), unless the client disconnects
+    first: then the generation is closed (which cancels the request on its worker and frees its KV
+    blocks) and None is returned."""
+    work = asyncio.ensure_future(events if inspect.isawaitable(events) else collect(events))
     gone = asyncio.ensure_future(_client_gone(request))
     try:
         await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)

@@ -16,7 +16,7 @@ from kvgate.gateway.upstream.errors import (
     UpstreamError,
     WorkerFailedError,
 )
-from kvgate.gateway.upstream.job import Done, Job
+from kvgate.gateway.upstream.job import ChoiceDone, Done, Job, Tokens
 from kvgate.proto import convert, worker_pb2
 from kvgate.proto.workers import WorkerInfo
 
@@ -83,6 +83,23 @@ def timeout(job: Job) -> float | None:
     if remaining <= 0:
         raise DeadlineError("the request's deadline passed before it was sent")
     return remaining
+
+
+def tokens(batch: worker_pb2.TokenBatch) -> Tokens:
+    """A worker's token batch; UpstreamError for log-probabilities that do not fit it."""
+    try:
+        logprobs = tuple(convert.token_logprob_from_proto(lp) for lp in batch.logprobs)
+    except ValueError as exc:
+        raise UpstreamError(f"a worker sent malformed log-probabilities: {exc}") from exc
+    if logprobs and len(logprobs) != len(batch.token_ids):
+        raise UpstreamError("a worker sent log-probabilities for another number of tokens")
+    return Tokens(tuple(batch.token_ids), batch.index, logprobs)
+
+
+def choice_done(end: worker_pb2.ChoiceEnd) -> ChoiceDone:
+    matched = end.matched_stop if end.HasField("matched_stop") else None
+    reason = convert.finish_reason_from_proto(end.finish_reason)
+    return ChoiceDone(end.index, reason, matched, end.completion_tokens)
 
 
 def done(final: worker_pb2.FinalResult, routed: Routed, attempt: int) -> Done:

@@ -32,7 +32,7 @@ from kvgate.gateway.upstream.errors import (
     WorkersBusyError,
 )
 from kvgate.gateway.upstream.inflight import Attempt, InFlight
-from kvgate.gateway.upstream.job import Done, Job, Tokens
+from kvgate.gateway.upstream.job import ChoiceDone, Done, Job, Tokens
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, WorkerStatus
 from kvgate.proto.ids import WorkerId
@@ -102,8 +102,9 @@ class Dispatcher:
             raise NoWorkersError("no worker is available to serve this request")
         return workers
 
-    async def stream(self, job: Job) -> AsyncIterator[Tokens | Done]:
-        """Yields Tokens then exactly one Done; raises an UpstreamError subclass on failure."""
+    async def stream(self, job: Job) -> AsyncIterator[Tokens | ChoiceDone | Done]:
+        """Yields Tokens (and, with ``n`` > 1, each choice's ChoiceDone) then exactly one Done; raises
+        an UpstreamError subclass on failure."""
         timer = StreamTimer(self._metrics, time.monotonic()) if self._metrics else None
         try:
             async with contextlib.aclosing(self._stream(job)) as items:
@@ -116,7 +117,9 @@ class Dispatcher:
                 self._metrics.failed(type(exc).__name__)
             raise
 
-    def _observe(self, timer: StreamTimer, item: Tokens | Done) -> None:
+    def _observe(self, timer: StreamTimer, item: Tokens | ChoiceDone | Done) -> None:
+        if isinstance(item, ChoiceDone):
+            return
         now = time.monotonic()
         if isinstance(item, Tokens):
             timer.tokens(now)
@@ -124,7 +127,7 @@ class Dispatcher:
         timer.done(now)
         self._metrics.finished(item.routed, item.usage, item.finish_reason.value)
 
-    async def _stream(self, job: Job) -> AsyncIterator[Tokens | Done]:
+    async def _stream(self, job: Job) -> AsyncIterator[Tokens | ChoiceDone | Done]:
         excluded: set[WorkerId] = set()
         last = grpc.StatusCode.UNAVAILABLE
         for attempt in range(1, self._max_attempts + 1):
@@ -174,7 +177,10 @@ class Dispatcher:
                     self._router.reused(routed, finished.usage.cached_tokens)
                     yield finished
                     return
-                yield Tokens(tuple(msg.tokens.token_ids))
+                if msg.HasField("choice_end"):
+                    yield calls.choice_done(msg.choice_end)
+                    continue
+                yield calls.tokens(msg.tokens)
             raise WorkerFailedError(f"worker {info.worker_id} ended the stream without a final message")
         except grpc.aio.AioRpcError as exc:
             raise calls.classify(exc, info, first_token_sent=not prefill_open) from exc

@@ -8,7 +8,7 @@ import numpy as np
 
 from kvgate.gateway.routing.types import Routed
 from kvgate.proto.ids import ChunkHash
-from kvgate.proto.sampling import CacheHint, FinishReason, SamplingParams, Usage
+from kvgate.proto.sampling import CacheHint, FinishReason, SamplingParams, TokenLogprob, Usage
 from kvgate.proto.units import TokenCount
 
 
@@ -38,9 +38,22 @@ class Job:
 
 @dataclass(frozen=True, slots=True)
 class Tokens:
-    """New tokens, in order."""
+    """New tokens of choice ``index``, in order, with their log-probabilities when asked for (one per
+    token, else empty)."""
 
     token_ids: tuple[int, ...]
+    index: int = 0
+    logprobs: tuple[TokenLogprob, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceDone:
+    """With ``n`` > 1: choice ``index`` ended (the others may go on); ``completion_tokens`` it made."""
+
+    index: int
+    finish_reason: FinishReason
+    matched_stop: str | None = None
+    completion_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)

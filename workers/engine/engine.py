@@ -6,7 +6,8 @@ One :meth:`LLMEngine.step`, in order (the block manager's contract, see ``kvgate
 2. ``expire()``: drop cached blocks whose TTL passed;
 3. schedule: running decodes and prefill chunks, then admissions, preempting when blocks run out;
 4. ``end_step()`` -> the step's copy plan; run its offloads (GPU -> CPU), then its swap-ins (CPU -> GPU);
-5. one forward over every scheduled token; sample the sequences whose prompt is done;
+5. one forward over every scheduled token; process the logits (penalties, biases), sample the sequences
+   whose prompt is done, and take the log-probabilities asked for;
 6. append the tokens, check stops, free finished sequences;
 7. publish what the worker now holds (one ``EventBatch``, queued for :meth:`take_events`).
 
@@ -22,6 +23,8 @@ from collections import deque
 from collections.abc import Sequence as Seq
 from dataclasses import replace
 
+import torch
+
 from kvgate.common.clock import Clock, SystemClock
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.kernels.protocol import AttentionKernels
@@ -33,6 +36,8 @@ from kvgate.workers.engine.config import EngineConfig
 from kvgate.workers.engine.inbox import Inbox
 from kvgate.workers.engine.intake import SequenceFactory
 from kvgate.workers.engine.kv_pools import allocate_cpu_tier, blocks_for_fraction
+from kvgate.workers.engine.logits import process
+from kvgate.workers.engine.logprobs import token_logprobs
 from kvgate.workers.engine.outputs import StepOutput
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.runner import ModelRunner
@@ -83,7 +88,7 @@ class LLMEngine:
             config.cache, model.config.vocab_size, self.max_model_len, eos, config.ttl_s, device, tokenizer
         )
         self._inbox = Inbox()
-        self._seqs: dict[str, Sequence] = {}  # taken from the inbox, not finished
+        self._seqs: dict[str, list[Sequence]] = {}  # a request's choices, taken from the inbox, not finished
         self._events: deque[EventBatch] = deque(maxlen=MAX_QUEUED_EVENT_BATCHES)
         self._counters = EngineCounters()
         self.last_event_seq = 0
@@ -180,7 +185,7 @@ class LLMEngine:
     def _take_inbox(self) -> list[StepOutput]:
         added, aborts = self._inbox.take()
         for seq in added:
-            self._seqs[seq.request_id] = seq
+            self._seqs[seq.request_id] = [seq]
             seq.eviction_mark = self.kv.eviction_mark
             self.scheduler.add(seq)
             self._counters.requests += 1
@@ -197,34 +202,77 @@ class LLMEngine:
         self._counters.count_admitted(seq)
 
     def _abort(self, request_id: str) -> StepOutput | None:
-        seq = self._seqs.get(request_id)
-        if seq is None:
+        choices = self._seqs.get(request_id)
+        if choices is None:
             return None  # finished before the abort was taken
-        self.scheduler.abort(seq)
-        return self._finish(seq, Stop(FinishReason.ABORT), ())
+        live = [seq for seq in choices if seq.stop is None]
+        for seq in live:
+            self.scheduler.abort(seq)
+            seq.finish(Stop(FinishReason.ABORT))
+        return self._finish(live[0], ())
 
     def _run(self, items: Seq[ScheduledItem]) -> list[StepOutput]:
         input_ids = [t for item in items for t in _new_tokens(item)]
         logits = self.runner.forward([item.work for item in items], input_ids)  # [B', vocab]
         seqs = [item.seq for item in items if item.work.needs_logits]
-        tokens = sample(logits, [s.request.sampling for s in seqs], [s.generator for s in seqs])
-        return [self._advance(seq, token) for seq, token in zip(seqs, tokens, strict=True)]
+        rows, forks = self._rows(seqs)  # a request that forks samples each of its n choices
+        logits = logits[rows].float() if len(rows) > len(seqs) else logits.float()  # [R, vocab]
+        vocab = logits.shape[-1]
+        processed = process(logits, [s.processing(vocab) for s in forks])
+        tokens = sample(processed, [s.request.sampling for s in forks], [s.generator for s in forks])
+        logprobs = self._logprobs(logits, forks, tokens)
+        return [self._advance(seq, token, lp) for seq, token, lp in zip(forks, tokens, logprobs, strict=True)]
 
-    def _advance(self, seq: Sequence, token: int) -> StepOutput:
+    def _rows(self, seqs: list[Sequence]) -> tuple[list[int], list[Sequence]]:
+        """The logits row of each sequence to sample: a request's choice 0 at its first token comes
+        with its ``n - 1`` forks, which share the prompt's row (and, once admitted, its cached blocks)."""
+        rows, out = [], []
+        for row, seq in enumerate(seqs):
+            choices = [seq]
+            if seq.forks_pending:
+                choices += [self._factory.fork(seq, i) for i in range(1, seq.request.sampling.n)]
+                self._seqs[seq.request_id].extend(choices[1:])
+            rows += [row] * len(choices)
+            out += choices
+        return rows, out
+
+    def _logprobs(self, logits: torch.Tensor, seqs: list[Sequence], tokens: list[int]) -> list[tuple]:
+        wanted = [r for r, seq in enumerate(seqs) if seq.request.sampling.logprobs is not None]
+        out: list[tuple] = [()] * len(seqs)
+        if wanted:
+            top = [seqs[r].request.sampling.logprobs or 0 for r in wanted]
+            found = token_logprobs(logits[wanted], [tokens[r] for r in wanted], top)
+            for r, lp in zip(wanted, found, strict=True):
+                out[r] = (lp,)
+        return out
+
+    def _advance(self, seq: Sequence, token: int, logprobs: tuple) -> StepOutput:
+        forked = seq.seq_id not in self.kv  # a fork's first token: it is admitted later
         stop = seq.append(token)
-        self.kv.append_tokens(seq.seq_id, (token,))
         self._counters.completion_tokens += 1
+        if forked:
+            seq.rebuild_prompt(self.kv.config.block_size, self.kv.config.chunk_size)
+        else:
+            self.kv.append_tokens(seq.seq_id, (token,))
         if stop is None:
-            return StepOutput.of(seq, (token,))
-        self.scheduler.finish(seq)
-        return self._finish(seq, stop, (token,))
-
-    def _finish(self, seq: Sequence, stop: Stop, new_token_ids: tuple[int, ...]) -> StepOutput:
+            if forked:
+                self.scheduler.add_fork(seq)
+            return StepOutput.of(seq, (token,), logprobs)
+        if not forked:
+            self.scheduler.finish(seq)
         seq.finish(stop)
-        self._counters.count_finished(stop.reason)
+        return self._finish(seq, (token,), logprobs)
+
+    def _finish(self, seq: Sequence, new_token_ids: tuple[int, ...], logprobs: tuple = ()) -> StepOutput:
+        """The output of ``seq``, which just ended; the request's last one when its choices all did."""
+        choices = self._seqs[seq.request_id]
+        if any(s.stop is None for s in choices):
+            return StepOutput.of(seq, new_token_ids, logprobs)
+        assert choices[0].stop is not None
+        self._counters.count_finished(choices[0].stop.reason)
         del self._seqs[seq.request_id]
         self._inbox.retire(seq.request_id)
-        return StepOutput.of(seq, new_token_ids)
+        return StepOutput.last(choices, seq, new_token_ids, logprobs)
 
     def _publish(self) -> None:
         batch = self.publisher.drain()

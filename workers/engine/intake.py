@@ -10,11 +10,12 @@ import torch
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.proto.chain import ChainRoots
 from kvgate.proto.layout import CacheLayout
+from kvgate.workers.engine.logits import TokenHistory
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.sampler import make_generator
 from kvgate.workers.engine.sequence import Sequence
 from kvgate.workers.engine.stopping import StopChecker
-from kvgate.workers.kv import Pin, Prompt, SeqId
+from kvgate.workers.kv import CachedTokens, Pin, Prompt, SeqId
 
 DETOKENIZER_CONTEXT = 6  # prompt tokens decoded before the first new one (keeps its leading space)
 
@@ -39,18 +40,46 @@ class SequenceFactory:
         ids = request.prompt_ids
         root = self._roots(request)
         prompt = Prompt.build(ids, root, block_size=self.cache.block_size, chunk_size=self.cache.chunk_size)
-        context = ids[-DETOKENIZER_CONTEXT:].tolist()
-        stopper = StopChecker(request.sampling, self.eos_ids, self.max_model_len, context, self.tokenizer)
         return Sequence(
             request=request,
             seq_id=SeqId(request.request_id),
             root=root,
             prompt=prompt,
             pin=self._pin(request),
-            stopper=stopper,
+            stopper=self._stopper(request),
             generator=make_generator(request.sampling, self.device),
             token_ids=ids.tolist(),
+            history=self._history(request),
         )
+
+    def fork(self, parent: Sequence, index: int) -> Sequence:
+        """Choice ``index`` of ``parent``'s request, before its first token: its own id, stopper,
+        history and random stream; its cached tokens are the parent's (the prompt counts once)."""
+        request = parent.request
+        return Sequence(
+            request=request,
+            seq_id=SeqId(f"{request.request_id}#{index}"),
+            root=parent.root,
+            prompt=parent.prompt,
+            pin=parent.pin,
+            stopper=self._stopper(request),
+            generator=make_generator(request.sampling, self.device, index),
+            token_ids=request.prompt_ids.tolist(),
+            history=self._history(request),
+            index=index,
+            cached=CachedTokens(),
+        )
+
+    def _stopper(self, request: EngineRequest) -> StopChecker:
+        context = request.prompt_ids[-DETOKENIZER_CONTEXT:].tolist()
+        return StopChecker(request.sampling, self.eos_ids, self.max_model_len, context, self.tokenizer)
+
+    def _history(self, request: EngineRequest) -> TokenHistory | None:
+        params = request.sampling
+        if not (params.presence_penalty or params.frequency_penalty or params.repetition_penalty != 1):
+            return None
+        repeat = params.repetition_penalty != 1
+        return TokenHistory(request.prompt_ids.tolist(), self.vocab_size, self.device, repeat)
 
     def _roots(self, request: EngineRequest) -> ChainRoots:
         """The request's chain: its own root, after a shared namespace's for ``shared_tokens``."""
@@ -68,6 +97,11 @@ class SequenceFactory:
         largest = int(request.prompt_ids.max())
         if largest >= self.vocab_size:
             raise ValueError(f"prompt token id {largest} >= vocab size {self.vocab_size}")
+        if request.sampling.prompt_logprobs is not None:
+            raise ValueError("prompt_logprobs are not supported by this engine yet")
+        biased = [t for t, _ in request.sampling.logit_bias if t >= self.vocab_size]
+        if biased:
+            raise ValueError(f"logit_bias token id {biased[0]} >= vocab size {self.vocab_size}")
 
     def _pin(self, request: EngineRequest) -> Pin | None:
         hint = request.cache_hint

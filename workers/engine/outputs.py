@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence as Seq
+from dataclasses import dataclass, replace
 
-from kvgate.proto.sampling import FinishReason, Usage
+from kvgate.proto.sampling import FinishReason, TokenLogprob, Usage
 from kvgate.workers.engine.sequence import RequestTimings, Sequence
+from kvgate.workers.engine.stopping import Stop
 
 
 @dataclass(frozen=True, slots=True)
 class StepOutput:
-    """One request's part of a step: ``new_token_ids`` sampled in it (possibly none, e.g. an abort).
+    """One request's part of a step: ``new_token_ids`` sampled in it (possibly none, e.g. an abort) for
+    choice ``index`` (always 0 unless the request asked for ``n`` > 1), with their ``logprobs`` when
+    the request asked for them (one per token, else empty).
 
     The last output of a request has ``finish_reason`` set, with ``usage`` (cached tokens split by
-    tier), ``matched_stop`` (the stop string that ended it, else None; the tokens are not trimmed) and
-    ``timings``; earlier outputs have all four None. A request gets exactly one finished output.
+    tier; with ``n`` > 1 the prompt counts once and the completion tokens of every choice are summed),
+    ``matched_stop`` (the stop string that ended it, else None; the tokens are not trimmed) and
+    ``timings``; earlier outputs have all four None. A request gets exactly one finished output; with
+    ``n`` > 1 its reason and stop are choice 0's, and each choice's own end comes first as
+    ``choice_end`` (with ``choice_tokens``, the tokens that choice generated).
     """
 
     request_id: str
@@ -23,16 +30,35 @@ class StepOutput:
     usage: Usage | None = None
     matched_stop: str | None = None
     timings: RequestTimings | None = None
+    index: int = 0
+    logprobs: tuple[TokenLogprob, ...] = ()
+    choice_end: Stop | None = None
+    choice_tokens: int = 0
 
     @property
     def finished(self) -> bool:
         return self.finish_reason is not None
 
     @classmethod
-    def of(cls, seq: Sequence, new_token_ids: tuple[int, ...]) -> StepOutput:
-        """``seq``'s output for this step (a final one iff ``seq`` has finished)."""
-        if seq.stop is None:
-            return cls(seq.request_id, new_token_ids)
+    def of(
+        cls, seq: Sequence, new_token_ids: tuple[int, ...], logprobs: tuple[TokenLogprob, ...] = ()
+    ) -> StepOutput:
+        """``seq``'s output for this step, its request going on (its choice may have ended)."""
+        ended = seq.stop if seq.request.sampling.n > 1 else None
+        return cls(seq.request_id, new_token_ids, index=seq.index, logprobs=logprobs, choice_end=ended,
+                   choice_tokens=len(seq.output_ids) if ended else 0)  # fmt: skip
+
+    @classmethod
+    def last(
+        cls, choices: Seq[Sequence], seq: Sequence, new_token_ids: tuple[int, ...],
+        logprobs: tuple[TokenLogprob, ...] = (),
+    ) -> StepOutput:  # fmt: skip
+        """The request's final output: ``choices`` have all ended, ``seq`` (one of them) last."""
+        first = choices[0]
+        assert first.stop is not None
+        usage = replace(first.usage(), completion_tokens=sum(len(s.output_ids) for s in choices))
+        ended = seq.stop if seq.request.sampling.n > 1 else None
         return cls(
-            seq.request_id, new_token_ids, seq.stop.reason, seq.usage(), seq.stop.matched, seq.timings()
-        )
+            seq.request_id, new_token_ids, first.stop.reason, usage, first.stop.matched, first.timings(),
+            seq.index, logprobs, ended, len(seq.output_ids) if ended else 0,
+        )  # fmt: skip

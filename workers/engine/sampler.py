@@ -1,4 +1,4 @@
-"""Token sampling from a step's logits: greedy, temperature, top-k, top-p, per-sequence seeds.
+"""Token sampling from a step's logits: greedy, temperature, min-p, top-k, top-p, per-sequence seeds.
 
 Logits are taken in fp32. A sampled (temperature > 0) row draws through its sequence's own
 ``torch.Generator`` with the exponential race ``argmax(p / q), q ~ Exp(1)`` (equivalent to drawing
@@ -16,12 +16,15 @@ import torch
 from kvgate.proto.sampling import SamplingParams
 
 
-def make_generator(params: SamplingParams, device: torch.device) -> torch.Generator | None:
-    """The random stream of a new sequence on ``device``: seeded with ``params.seed`` (a random seed
-    when None); None for greedy sampling, which draws nothing."""
+def make_generator(params: SamplingParams, device: torch.device, choice: int = 0) -> torch.Generator | None:
+    """The random stream of a new sequence on ``device``: seeded with ``params.seed`` (plus ``choice``,
+    the index of one of ``n`` choices, so each draws its own sample; a random seed when None); None for
+    greedy sampling, which draws nothing."""
     if params.greedy:
         return None
     seed = secrets.randbits(63) if params.seed is None else params.seed
+    if choice and params.seed is not None:
+        seed = (seed + choice) % 2**63
     return torch.Generator(device=device).manual_seed(seed)
 
 
@@ -45,6 +48,8 @@ def _draw(
     """Sampled tokens ``[R]`` of rows ``[R, V]``, all with temperature > 0."""
     device = logits.device
     logits = logits / torch.tensor([p.temperature for p in params], device=device)[:, None]
+    if any(p.min_p > 0 for p in params):
+        logits = min_p_filter(logits, torch.tensor([p.min_p for p in params], device=device))
     if any(p.top_k > 0 or p.top_p < 1 for p in params):
         top_k = torch.tensor([p.top_k for p in params], device=device)
         top_p = torch.tensor([p.top_p for p in params], device=device)
@@ -54,6 +59,14 @@ def _draw(
     for row, generator in zip(race, generators, strict=True):
         row.exponential_(generator=generator)
     return (probs / race).argmax(dim=-1)
+
+
+def min_p_filter(logits: torch.Tensor, min_p: torch.Tensor) -> torch.Tensor:
+    """Logits ``[R, V]`` with every token less likely than ``min_p[r]`` times row ``r``'s most likely
+    token set to -inf (0 = keep all). Returns a new tensor."""
+    probs = logits.softmax(dim=-1)  # [R, V]
+    floor = probs.max(dim=-1, keepdim=True).values * min_p[:, None]  # [R, 1]
+    return logits.masked_fill(probs < floor, float("-inf"))
 
 
 def top_k_top_p(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor) -> torch.Tensor:

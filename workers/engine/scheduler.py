@@ -68,6 +68,11 @@ class Scheduler:
         """Queues a new sequence last."""
         self.waiting.append(seq)
 
+    def add_fork(self, seq: Sequence) -> None:
+        """Queues a fork of a running request first: admitted next, it finds the prompt's full blocks
+        cached (the request's choice 0 holds them) and computes only the rest."""
+        self.waiting.appendleft(seq)
+
     def schedule(self) -> SchedulerOutput:
         """Picks this step's work and gets its slots (see the module docstring). Call once per step,
         before ``kv.end_step()``; mutates the queues and the manager."""

@@ -11,6 +11,7 @@ import torch
 
 from kvgate.proto.chain import ChainRoots
 from kvgate.proto.sampling import FinishReason, Usage
+from kvgate.workers.engine.logits import Processing, TokenHistory
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.stopping import Stop, StopChecker
 from kvgate.workers.kv import CachedTokens, Pin, Prompt, SeqId
@@ -47,7 +48,9 @@ class Sequence:
     tokens served from cache at the first admission (None before it). ``generator``: the sequence's own
     random stream (None for greedy), so seeded output does not depend on the batch. ``eviction_mark``:
     the block manager's eviction mark when the engine took the request; ``evicted_predicted_tokens``:
-    predicted cached tokens lost to evictions after that (set at the first admission).
+    predicted cached tokens lost to evictions after that (set at the first admission). ``index``: the
+    choice it samples; choices after 0 are forks of choice 0 (see ``LLMEngine``), with their own
+    ``seq_id``, stopper and random stream.
     """
 
     request: EngineRequest
@@ -61,6 +64,8 @@ class Sequence:
     arrival_s: float = field(default_factory=time.perf_counter)
     status: SeqStatus = SeqStatus.WAITING
     cached: CachedTokens | None = None
+    history: TokenHistory | None = None  # generated-token counts, for penalties
+    index: int = 0  # which of the request's n choices (0: the one that prefilled the prompt)
     eviction_mark: int = 0
     evicted_predicted_tokens: int = 0
     first_token_s: float | None = None
@@ -86,9 +91,21 @@ class Sequence:
     def append(self, token_id: int) -> Stop | None:
         """Records a sampled token; returns the stop it causes (then the sequence is done)."""
         self.token_ids.append(token_id)
+        if self.history is not None:
+            self.history.add(token_id)
         if self.first_token_s is None:
             self.first_token_s = time.perf_counter()
         return self.stopper.check(token_id, self.num_tokens - self.num_prompt_tokens, self.num_tokens)
+
+    @property
+    def forks_pending(self) -> bool:
+        """True until choice 0 of an ``n`` > 1 request samples its first token (then it forks)."""
+        return self.index == 0 and self.request.sampling.n > 1 and self.num_tokens == self.num_prompt_tokens
+
+    def processing(self, vocab_size: int) -> Processing:
+        """What the sampler must change in this sequence's next logits."""
+        blocked = self.stopper.stop_ids(self.num_tokens - self.num_prompt_tokens, vocab_size)
+        return Processing(self.request.sampling, self.history, blocked)
 
     def finish(self, stop: Stop) -> None:
         self.status, self.stop, self.finished_s = SeqStatus.FINISHED, stop, time.perf_counter()

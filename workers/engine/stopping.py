@@ -45,13 +45,22 @@ class StopChecker:
         if params.stop and tokenizer is not None:
             self._detokenizer = IncrementalDetokenizer(tokenizer, prompt_ids, skip_special_tokens=True)
 
+    def stop_ids(self, num_generated: int, vocab_size: int) -> tuple[int, ...]:
+        """The ids that would end the sequence but may not while fewer than ``min_tokens`` were
+        generated (``num_generated`` so far; the sampler blocks them); empty once enough were."""
+        if num_generated >= self._params.min_tokens:
+            return ()
+        return tuple(sorted(t for t in self._stop_ids if t < vocab_size))
+
     def check(self, token_id: int, num_generated: int, num_tokens: int) -> Stop | None:
         """The stop caused by ``token_id``, just appended as the ``num_generated``-th new token
-        (``num_tokens`` in all, prompt included); None to go on."""
-        if token_id in self._stop_ids:
+        (``num_tokens`` in all, prompt included); None to go on. Before ``min_tokens`` new tokens
+        only the lengths end a sequence."""
+        early = num_generated < self._params.min_tokens
+        if token_id in self._stop_ids and not early:
             return Stop(FinishReason.STOP)
         matched = self._stop_string(token_id)
-        if matched is not None:
+        if matched is not None and not early:
             return Stop(FinishReason.STOP, matched)
         if num_generated >= self._params.max_tokens or num_tokens >= self._max_model_len:
             return Stop(FinishReason.LENGTH)

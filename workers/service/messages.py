@@ -42,9 +42,24 @@ def engine_request(msg: worker_pb2.GenerateRequest) -> EngineRequest:
     )
 
 
-def token_batch(token_ids: tuple[int, ...]) -> worker_pb2.GenerateResponse:
-    """A stream message with new tokens (``token_ids`` non-empty)."""
-    return worker_pb2.GenerateResponse(tokens=worker_pb2.TokenBatch(token_ids=token_ids))
+def token_batch(out: StepOutput) -> worker_pb2.GenerateResponse:
+    """A stream message with the new tokens of ``out`` (non-empty), their choice and log-probabilities."""
+    logprobs = [convert.token_logprob_to_proto(lp) for lp in out.logprobs]
+    batch = worker_pb2.TokenBatch(token_ids=out.new_token_ids, index=out.index, logprobs=logprobs)
+    return worker_pb2.GenerateResponse(tokens=batch)
+
+
+def choice_end(out: StepOutput) -> worker_pb2.GenerateResponse:
+    """The stream message that one choice of an ``n`` > 1 request ended."""
+    assert out.choice_end is not None
+    end = worker_pb2.ChoiceEnd(
+        index=out.index,
+        finish_reason=convert.finish_reason_to_proto(out.choice_end.reason),
+        completion_tokens=out.choice_tokens,
+    )
+    if out.choice_end.matched is not None:
+        end.matched_stop = out.choice_end.matched
+    return worker_pb2.GenerateResponse(choice_end=end)
 
 
 def final_result(out: StepOutput) -> worker_pb2.GenerateResponse:

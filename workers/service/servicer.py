@@ -63,7 +63,9 @@ class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
                 async for out in outputs:
                     produced += len(out.new_token_ids)
                     if out.new_token_ids:
-                        yield messages.token_batch(out.new_token_ids)
+                        yield messages.token_batch(out)
+                    if out.choice_end is not None:
+                        yield messages.choice_end(out)
                     if out.finished:
                         yield messages.final_result(out)
         except TimeoutError:

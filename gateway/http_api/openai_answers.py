@@ -1,0 +1,120 @@
+"""An OpenAI answer of several choices, from one or more generations: ``n`` choices of one prompt, and
+a completions batch (one generation per prompt, choice ``i * n + j`` for prompt ``i``'s ``j``-th).
+
+:func:`combined` turns the generations' events into one answer's (indexes offset, every choice's end
+as a :class:`ChoiceEnded`, one TextDone with the usage summed); :func:`collect_choices` collects them
+for a JSON answer; :func:`chat_renderer` and :func:`completion_renderer` render them as OpenAI's
+stream chunks (one choice per chunk, its ``index``, its log-probabilities in the chunk).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import replace
+
+from kvgate.gateway.core.textgen import ChoiceEnded, TextDelta, TextDone
+from kvgate.gateway.http_api import openai_format as fmt
+from kvgate.gateway.upstream.errors import UpstreamError
+from kvgate.proto.sampling import Usage
+
+Event = TextDelta | ChoiceEnded | TextDone
+Events = AsyncIterator[Event]
+Renderer = Callable[[Event], list[bytes]]
+
+
+async def combined(streams: Sequence[Events], n: int) -> Events:
+    """The events of ``streams`` (each of ``n`` choices), one after the other, as one answer's."""
+    dones: list[TextDone] = []
+    for number, events in enumerate(streams):
+        offset = number * n
+        async with contextlib.aclosing(events) as items:
+            async for item in items:
+                if isinstance(item, TextDone):
+                    if n == 1:
+                        yield ChoiceEnded(offset, item.finish_reason)
+                    dones.append(item)
+                else:
+                    yield replace(item, index=item.index + offset)
+    yield _summed(dones)
+
+
+async def collect_choices(streams: Sequence[Events], n: int) -> tuple[list[fmt.Choice], TextDone]:
+    """Every choice of the answer, collecting the generations at the same time."""
+    results = await asyncio.gather(*(_collect(combined([s], n)) for s in streams))
+    choices = [replace(c, index=c.index + i * n) for i, (found, _) in enumerate(results) for c in found]
+    return choices, _summed([done for _, done in results])
+
+
+async def _collect(events: Events) -> tuple[list[fmt.Choice], TextDone]:
+    choices: dict[int, fmt.Choice] = {}
+    async with contextlib.aclosing(events) as items:
+        async for item in items:
+            if isinstance(item, TextDone):
+                return [choices[i] for i in sorted(choices)], item
+            choice = choices.setdefault(item.index, fmt.Choice(item.index))
+            if isinstance(item, ChoiceEnded):
+                choice.finish_reason = item.finish_reason.value
+            else:
+                choice.parts.append(item.text)
+                choice.logprobs.extend(item.logprobs)
+    raise UpstreamError("the generation ended without a final event")
+
+
+def _summed(dones: list[TextDone]) -> TextDone:
+    """The last generation's end, with the usage of all of them."""
+    fields = ("prompt_tokens", "completion_tokens", "cached_tokens", "cached_gpu_tokens",
+              "cached_cpu_tokens", "evicted_predicted_tokens")  # fmt: skip
+    usage = Usage(**{f: sum(getattr(d.usage, f) for d in dones) for f in fields})
+    return replace(dones[-1], usage=usage)
+
+
+def chat_renderer(rid: str, model: str, choices: int, usage: bool, logprobs: bool) -> Renderer:
+    """OpenAI's chat chunks: the role of every choice first, then content (with its log-probabilities
+    when asked), each choice's finish as it ends, and the usage last when asked."""
+    started = [False]
+
+    def render(item: Event) -> list[bytes]:
+        out = []
+        if not started[0]:
+            started[0] = True
+            role = {"role": "assistant", "content": ""}
+            out += [fmt.sse(fmt.chat_chunk(rid, model, role, index=i)) for i in range(choices)]
+        if isinstance(item, TextDelta):
+            if item.text or item.logprobs:
+                lp = fmt.chat_logprobs(item.logprobs) if logprobs else None
+                out.append(fmt.sse(fmt.chat_chunk(rid, model, {"content": item.text}, None, item.index, lp)))
+        elif isinstance(item, ChoiceEnded):
+            out.append(fmt.sse(fmt.chat_chunk(rid, model, {}, item.finish_reason.value, item.index)))
+        elif usage:
+            out.append(fmt.sse(fmt.usage_chunk(rid, model, "chat.completion.chunk", item.usage)))
+        return out
+
+    return render
+
+
+def completion_renderer(rid: str, model: str, usage: bool, logprobs: bool, echo: Sequence[str]) -> Renderer:
+    """OpenAI's completion chunks: each choice's echoed prompt first (with ``echo``), then its text
+    (with its log-probabilities when asked), its finish as it ends, and the usage last when asked."""
+    offsets = [len(e) for e in echo]
+    echoed: set[int] = set()
+
+    def render(item: Event) -> list[bytes]:
+        out = []
+        if not isinstance(item, TextDone) and item.index not in echoed:
+            echoed.add(item.index)
+            if echo[item.index]:
+                out.append(fmt.sse(fmt.completion_chunk(rid, model, echo[item.index], index=item.index)))
+        if isinstance(item, TextDelta):
+            if item.text or item.logprobs:
+                lp = fmt.completion_logprobs(item.logprobs, offsets[item.index]) if logprobs else None
+                offsets[item.index] += sum(len(t.token) for t in item.logprobs)
+                out.append(fmt.sse(fmt.completion_chunk(rid, model, item.text, None, item.index, lp)))
+        elif isinstance(item, ChoiceEnded):
+            out.append(fmt.sse(fmt.completion_chunk(rid, model, "", item.finish_reason.value, item.index)))
+        elif usage:
+            out.append(fmt.sse(fmt.usage_chunk(rid, model, "text_completion", item.usage)))
+        return out
+
+    return render

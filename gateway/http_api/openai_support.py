@@ -1,0 +1,129 @@
+"""What kvgate does with each OpenAI request field it parses but does not simply pass on: accepted and
+not acted on (:data:`IGNORED`), or refused for the values it cannot honour (:func:`check`), with a
+sentence that says so ("`n` > 8 is not supported by this server"), never a validator's wording.
+
+A field that changes the output is never accepted silently: either kvgate acts on it, or a value
+that would change the output is refused. docs/OPENAI.md lists the same fields for users.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kvgate.gateway.errors import invalid
+from kvgate.gateway.http_api.openai_schemas import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    OtherPart,
+)
+
+MAX_CHOICES = 8  # n: choices per request
+MAX_BATCH_CHOICES = 64  # prompts of a completions batch, times n
+
+# Accepted and not acted on: none of them changes the output.
+IGNORED = (
+    "user",
+    "metadata",
+    "store",
+    "service_tier",
+    "safety_identifier",
+    "prompt_cache_retention",
+    "parallel_tool_calls",
+    "prediction",
+    "reasoning_effort",
+    "verbosity",
+    "stream_options.include_obfuscation",
+    "stream_options.continuous_usage_stats",
+    "spaces_between_special_tokens",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A value of ``field`` kvgate cannot honour: ``refused(value)`` says when; ``message`` why."""
+
+    field: str
+    refused: Callable[[Any], bool]
+    message: str
+
+
+_NOT_HERE = "is not supported by this server"
+
+
+def _set(value: Any) -> bool:
+    return value is not None
+
+
+def _nonzero(value: Any) -> bool:
+    return value is not None and value != 0
+
+
+def _nonempty(value: Any) -> bool:
+    return bool(value)
+
+
+_SHARED = (
+    Refusal("n", lambda n: n is not None and n > MAX_CHOICES,
+            f"`n` > {MAX_CHOICES} is not supported by this server"),
+    Refusal("skip_special_tokens", lambda v: v is False,
+            "`skip_special_tokens: false` is not supported by this server (special tokens are never shown)"),
+    Refusal("include_stop_str_in_output", lambda v: v is True,
+            "`include_stop_str_in_output` is not supported by this server (stop strings are never returned)"),
+)  # fmt: skip
+
+_CHAT = (
+    Refusal("tools", _nonempty, "`tools` are not supported by this server yet"),
+    Refusal("tool_choice", lambda v: v is not None and v not in ("none", "auto"),
+            "`tool_choice` needs `tools`, which are not supported by this server yet"),
+    Refusal("functions", _nonempty, "`functions` are not supported by this server yet"),
+    Refusal("function_call", lambda v: v is not None and v not in ("none", "auto"),
+            "`function_call` needs `functions`, which are not supported by this server yet"),
+    Refusal("response_format", lambda v: v is not None and v.type != "text",
+            "`response_format` other than `text` is not supported by this server yet"),
+    Refusal("modalities", lambda v: v is not None and "audio" in v,
+            "audio output is not supported by this server (its model writes text)"),
+    Refusal("audio", _set, "audio output is not supported by this server (its model writes text)"),
+    Refusal("web_search_options", _set, "web search is not supported by this server"),
+    Refusal("echo", lambda v: v is True, "`echo` in chat completions is not supported by this server"),
+    Refusal("add_generation_prompt", lambda v: v is False,
+            "`add_generation_prompt: false` is not supported by this server"),
+    Refusal("continue_final_message", lambda v: v is True,
+            "`continue_final_message` is not supported by this server"),
+)  # fmt: skip
+
+_COMPLETION = (
+    Refusal("suffix", _nonempty, "`suffix` (insertion) is not supported by this server"),
+)  # fmt: skip
+
+
+def check(body: ChatCompletionRequest | CompletionRequest) -> None:
+    """Raises INVALID_REQUEST (``param`` naming the field) for the first value kvgate cannot honour."""
+    rules = _SHARED + (_CHAT if isinstance(body, ChatCompletionRequest) else _COMPLETION)
+    for rule in rules:
+        if rule.refused(getattr(body, rule.field)):
+            raise invalid(rule.message, rule.field)
+    if isinstance(body, CompletionRequest) and body.best_of is not None and body.best_of != body.choices:
+        raise invalid("`best_of` other than `n` is not supported by this server", "best_of")
+    if isinstance(body, CompletionRequest) and body.echo and body.logprobs is not None:
+        raise invalid("`echo` with `logprobs` (the prompt's log-probabilities) is not supported by this "
+                      "server yet", "echo")  # fmt: skip
+    if isinstance(body, CompletionRequest) and len(body.prompts()) * body.choices > MAX_BATCH_CHOICES:
+        raise invalid(f"a batch of prompts times `n` above {MAX_BATCH_CHOICES} choices is not supported by "
+                      "this server", "prompt")  # fmt: skip
+    if isinstance(body, ChatCompletionRequest) and body.top_logprobs and not body.logprobs:
+        raise invalid("`top_logprobs` needs `logprobs: true`", "top_logprobs")
+    if isinstance(body, ChatCompletionRequest):
+        _check_messages(body)
+
+
+def _check_messages(body: ChatCompletionRequest) -> None:
+    for i, message in enumerate(body.messages):
+        if message.tool_calls or message.function_call is not None:
+            raise invalid("tool calls in messages are not supported by this server yet", f"messages.{i}")
+        parts = message.content if isinstance(message.content, list) else []
+        for j, part in enumerate(parts):
+            if isinstance(part, OtherPart) and not (part.type == "refusal" and message.role == "assistant"):
+                raise invalid(f"`{part.type}` content is not supported by this server (its model reads text)",
+                              f"messages.{i}.content.{j}")  # fmt: skip

@@ -1,0 +1,151 @@
+"""The OpenAI bodies as clients really send them, against a real gateway (scripted workers): every
+optional field may be null, standard fields kvgate does not act on are accepted, values it cannot
+honour are refused in a sentence (never a validator's wording), and ``GET /v1/models/{id}``."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import httpx
+import openai
+import pytest
+
+from kvgate.gateway.http_api.openai_support import IGNORED
+from tests.support.live_gateway import LIMITS, MODEL, LiveGateway
+
+CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
+HI = [{"role": "user", "content": "hi"}]
+VALIDATOR_WORDING = ("Input should", "Extra inputs", "Field required", "Value error", "validation error")
+
+NULL_CHAT = {
+    "model": MODEL,
+    "messages": [{"role": "user", "content": "hi", "name": None, "tool_calls": None, "refusal": None,
+                  "function_call": None, "audio": None, "tool_call_id": None}],
+    **dict.fromkeys(
+        ["temperature", "top_p", "seed", "stop", "stream", "stream_options", "n", "presence_penalty",
+         "frequency_penalty", "logit_bias", "user", "prompt_cache_key", "metadata", "store", "service_tier",
+         "safety_identifier", "prompt_cache_retention", "top_k", "min_p", "repetition_penalty", "min_tokens",
+         "stop_token_ids", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
+         "include_stop_str_in_output", "cache_salt", "max_tokens", "max_completion_tokens", "logprobs",
+         "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls", "functions",
+         "function_call", "modalities", "audio", "prediction", "reasoning_effort", "verbosity",
+         "web_search_options", "echo", "add_generation_prompt", "continue_final_message",
+         "some_future_field"]
+    ),
+}  # fmt: skip
+NULL_COMPLETION = {
+    "model": MODEL,
+    "prompt": "Once upon a time",
+    **dict.fromkeys(["max_tokens", "echo", "logprobs", "suffix", "best_of", "n", "stream", "stream_options",
+                     "temperature", "top_p", "seed", "stop", "user", "logit_bias", "presence_penalty",
+                     "frequency_penalty", "ignore_eos", "another_future_field"]),
+}  # fmt: skip
+NOT_ACTED_ON = {
+    "user": "u-1",
+    "metadata": {"team": "a"},
+    "store": True,
+    "service_tier": "auto",
+    "safety_identifier": "s-1",
+    "prompt_cache_retention": "in_memory",
+    "parallel_tool_calls": False,
+    "prediction": {"type": "content", "content": "hello"},
+    "reasoning_effort": "low",
+    "verbosity": "low",
+    "stream_options": {"include_obfuscation": False, "continuous_usage_stats": True},
+    "spaces_between_special_tokens": True,
+    "tool_choice": "none",
+    "response_format": {"type": "text"},
+    "modalities": ["text"],
+    "skip_special_tokens": True,
+    "include_stop_str_in_output": False,
+    "top_k": -1,  # vLLM's "off"
+}
+
+
+@pytest.fixture
+async def http(live: LiveGateway) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=live.url, timeout=10) as client:
+        yield client
+
+
+async def test_every_optional_field_may_be_null(http: httpx.AsyncClient) -> None:
+    chat = await http.post(CHAT, json=NULL_CHAT)
+    completion = await http.post(COMPLETIONS, json=NULL_COMPLETION)
+    assert chat.status_code == 200, chat.text
+    assert completion.status_code == 200, completion.text
+    assert completion.json()["usage"]["completion_tokens"] == 16  # null max_tokens: OpenAI's default
+
+
+async def test_standard_fields_kvgate_does_not_act_on_are_accepted(http: httpx.AsyncClient) -> None:
+    stated = {name.split(".")[0] for name in IGNORED}
+    assert stated <= set(NOT_ACTED_ON)  # every field the docs list as ignored is tried here
+    reply = await http.post(CHAT, json={"model": MODEL, "messages": HI, "max_tokens": 2} | NOT_ACTED_ON)
+    assert reply.status_code == 200, reply.text
+
+
+async def test_an_assistant_refusal_part_is_history_not_an_error(http: httpx.AsyncClient) -> None:
+    messages = [*HI, {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]}, *HI]
+    reply = await http.post(CHAT, json={"model": MODEL, "messages": messages, "max_tokens": 2})
+    assert reply.status_code == 200, reply.text
+
+
+UNSUPPORTED = [
+    (CHAT, {"n": 9}, "n", "`n` > 8 is not supported by this server"),
+    (CHAT, {"top_logprobs": 2}, "top_logprobs", "needs `logprobs: true`"),
+    (COMPLETIONS, {"echo": True, "logprobs": 1}, "echo", "`echo` with `logprobs`"),
+    (CHAT, {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools",
+     "`tools` are not supported"),
+    (CHAT, {"tool_choice": "required"}, "tool_choice", "needs `tools`"),
+    (CHAT, {"response_format": {"type": "json_object"}}, "response_format", "other than `text`"),
+    (CHAT, {"modalities": ["text", "audio"]}, "modalities", "audio output is not supported"),
+    (CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+     "messages.0.content.0", "`image_url` content is not supported by this server"),
+    (CHAT, {"messages": [*HI, {"role": "assistant", "tool_calls": [{"id": "c"}]}]}, "messages.1",
+     "tool calls in messages"),
+    (CHAT, {"include_stop_str_in_output": True}, "include_stop_str_in_output", "stop strings are never"),
+    (CHAT, {"bogus": {"a": 1}}, "bogus", "Unrecognized request argument supplied: bogus"),
+    (COMPLETIONS, {"suffix": "end"}, "suffix", "`suffix` (insertion) is not supported"),
+    (COMPLETIONS, {"best_of": 3}, "best_of", "`best_of` other than `n`"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("path", "change", "param", "fragment"), UNSUPPORTED)
+async def test_values_kvgate_cannot_honour_are_refused_in_a_sentence(
+    http: httpx.AsyncClient, live: LiveGateway, path: str, change: dict, param: str, fragment: str
+) -> None:
+    base = {"model": MODEL, "max_tokens": 2} | ({"messages": HI} if path == CHAT else {"prompt": "x"})
+    reply = await http.post(path, json=base | change)
+    assert reply.status_code == 400, reply.text
+    error = reply.json()["error"]
+    assert error["type"] == "invalid_request_error"
+    assert (error["param"], fragment in error["message"]) == (param, True), error
+    assert not any(w.served for w in live.workers)
+
+
+BAD_TYPES = [
+    {"max_tokens": "2"}, {"stream": 1}, {"n": 0}, {"temperature": 3}, {"top_p": 0}, {"logit_bias": []},
+    {"messages": [{"role": "wizard", "content": "x"}]}, {"messages": []}, {"model": ""},
+    {"messages": [{"role": "user", "content": "x", "mood": 1}]}, {"stop": 5}, {"stop_token_ids": [-1]},
+    {"presence_penalty": 9}, {"logit_bias": {"5": 200}}, {"top_logprobs": 21}, {"seed": "1"},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("change", BAD_TYPES)
+async def test_no_refusal_reads_like_a_validator(http: httpx.AsyncClient, change: dict) -> None:
+    reply = await http.post(CHAT, json={"model": MODEL, "messages": HI, "max_tokens": 2} | change)
+    assert reply.status_code == 400, reply.text
+    message = reply.json()["error"]["message"]
+    assert not any(w in message for w in VALIDATOR_WORDING), message
+    assert reply.json()["error"]["param"] is not None
+
+
+async def test_a_model_is_described_by_its_id(live: LiveGateway) -> None:
+    async with openai.AsyncOpenAI(base_url=f"{live.url}/v1", api_key="x", max_retries=0) as sdk:
+        model = await sdk.models.retrieve(MODEL)
+        listed = await sdk.models.list()
+        with pytest.raises(openai.NotFoundError) as missing:
+            await sdk.models.retrieve("org/other-model")
+    assert (model.id, model.model_extra["max_model_len"]) == (MODEL, LIMITS.context_window)
+    assert listed.data[0].model_extra["max_model_len"] == LIMITS.context_window
+    assert missing.value.body["code"] == "model_not_found"
+    assert "`org/other-model` does not exist. This server serves: `smollm2`" in missing.value.body["message"]
