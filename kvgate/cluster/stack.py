@@ -69,6 +69,14 @@ def _check_gateway_ports(settings: ClusterSettings) -> None:
 
 Main = Callable[[ClusterSettings, RaySession], Awaitable[int]]
 
+# measured with the default model (README, "What speed to expect"): so that a first request on CPU,
+# silent for tens of seconds, does not look hung
+CPU_SPEED_NOTE = (
+    "on CPU, prefill runs at roughly 100 tokens/s per worker with the default 135M model (larger "
+    "models are slower): a cold 2,000-token prompt waits ~20 s for its first token; a cached prefix is "
+    "not computed again"
+)
+
 
 def _with_ray(settings: ClusterSettings, main: Main) -> int:
     needed = (settings.workers or 2) * settings.cpus_per_worker
@@ -126,6 +134,8 @@ async def _pool(
     gpus = session.gpus()
     count = settings.worker_count(gpus)
     say(f"placing {count} worker(s) ({'1 GPU' if gpus else f'{settings.cpus_per_worker} CPU'} each)")
+    if not gpus:
+        say(CPU_SPEED_NOTE)
     pool = WorkerPool(_follower(feed) if feed is not None else None)
     try:
         pool.place(actor_specs(settings, count, gpu=bool(gpus)), Placement.for_cluster(settings, gpus))
