@@ -61,8 +61,8 @@ def check_redis(url: str, *, wait_s: float = REDIS_WAIT_S) -> None:
         raise StartupError(f"--redis-url {exc}") from None
     except IndexUnavailableError as exc:
         raise StartupError(
-            f"{exc}. Start Redis there, point --redis-url (or $KVGATE_REDIS_URL) at one that answers, "
-            "or leave both out to run with the index embedded in this process"
+            f"{str(exc).rstrip('.')}; start Redis there, point --redis-url (or $KVGATE_REDIS_URL) at one "
+            "that answers, or leave both out to run with the index embedded in this process"
         ) from None
 
 
