@@ -3,6 +3,8 @@ users waited. One instance per gateway, on a registry of its own (no global defa
 
 from __future__ import annotations
 
+import math
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from kvgate.gateway.diagnosis import Cause, Diagnosis
@@ -12,7 +14,9 @@ from kvgate.gateway.worker_load_metrics import LiveWorkers, WorkerLoadCollector
 from kvgate.proto.layout import DEFAULT_BLOCK_SIZE
 from kvgate.proto.sampling import Usage
 
-_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
+# up to 5 minutes: on CPU a cold prompt of a few thousand tokens takes tens of seconds to prefill, and
+# a quantile past the top bucket reads as that bucket's bound
+_LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 30, 60, 120, 300)
 _LOOKUP = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05)
 _ITL = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28)
 
@@ -161,9 +165,12 @@ class StreamTimer:
 
 def bucket_quantile(buckets: dict[float, float], q: float) -> float | None:
     """The upper bound of the histogram bucket holding the q-quantile (``le`` -> cumulative count;
-    Prometheus-style, without interpolation); None for an empty histogram."""
+    Prometheus-style, without interpolation); in the ``+Inf`` bucket, the highest finite bound (as
+    Prometheus answers; JSON has no infinity). None for an empty histogram."""
     ordered = sorted(buckets.items())
     total = ordered[-1][1] if ordered else 0.0
     if total <= 0:
         return None
-    return next(le for le, count in ordered if count >= q * total)
+    bound = next(le for le, count in ordered if count >= q * total)
+    finite = [le for le, _ in ordered if math.isfinite(le)]
+    return bound if math.isfinite(bound) else max(finite, default=None)

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from redis.asyncio import ConnectionPool, Redis, RedisCluster
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import NoBackoff
-from redis.exceptions import NoPermissionError, RedisClusterException, RedisError
+from redis.exceptions import InvalidResponse, NoPermissionError, RedisClusterException, RedisError
 from redis.retry import Retry
 
 from kvgate.index.redis_url import RedisUrlError, is_sentinel_url, mask_url, node_options, parse_sentinel_url
@@ -93,10 +93,11 @@ async def _open_node(url: str, timeout_s: float) -> Redis | RedisCluster:
         await probe.aclose()
         return await _open_cluster(url, options, db, timeout_s)
     if db == 0:
+        await _checked(_pong(probe), probe, url)
         return probe
     await probe.aclose()
     client = _pooled(url, {**options, "db": db})
-    await _checked(client.ping(), client, url)
+    await _checked(_pong(client), client, url)
     return client
 
 
@@ -110,6 +111,15 @@ async def _is_cluster_node(client: Redis) -> bool:
         return str((await client.info("cluster")).get("cluster_enabled")) == "1"
     except NoPermissionError:  # the ACL forbids INFO: not a Cluster node, as far as we can tell
         return False
+    except (AttributeError, ValueError) as exc:  # a reply INFO's parser cannot read (TypeError is
+        # left to _checked: an option of the URL that the connection does not take)
+        raise InvalidResponse(f"a reply to INFO that is not Redis's ({exc})") from exc
+
+
+async def _pong(client: Redis) -> None:
+    """PING; InvalidResponse unless the reply is PONG (a listener that answers anything with +OK)."""
+    if await client.ping() is not True:
+        raise InvalidResponse("a reply to PING other than PONG")
 
 
 async def _open_cluster(url: str, options: dict[str, Any], db: int, timeout_s: float) -> RedisCluster:
@@ -155,6 +165,8 @@ async def _checked(call: Awaitable[T], client: Redis | RedisCluster, url: str) -
 
 
 def _reason(exc: BaseException) -> str:
+    if isinstance(exc, InvalidResponse):
+        return f"what answers there does not speak the Redis protocol (is this Redis's port?): {exc}"
     if isinstance(exc, MasterNotFoundError):  # its message goes on with the repr of every Sentinel client
         return f"{str(exc).partition(' : ')[0]} (no Sentinel answered, or none watches that service)"
     return str(exc) or type(exc).__name__

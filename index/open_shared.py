@@ -36,10 +36,10 @@ async def open_shared_index(
                 if is_sentinel_url(url):
                     raise
                 log.warning("Redis at %s does not answer (%s); connecting when it does", mask_url(url), exc)
-                return RedisPrefixIndex(redis_client(url, settings), settings, clock)
+                return RedisPrefixIndex(redis_client(url, settings), settings, clock, url=url)
             await asyncio.sleep(0.5)
     # opened with a generous socket timeout (discovering a cluster takes a few round trips); the
     # index bounds each of its calls with its own timeout anyway
-    index = RedisPrefixIndex(client, settings, clock)
+    index = RedisPrefixIndex(client, settings, clock, url=url)
     await index.start()
     return index

@@ -35,6 +35,7 @@ from kvgate.index.codec import (
     ttl_ms,
 )
 from kvgate.index.connect import close_redis
+from kvgate.index.redis_url import mask_url
 from kvgate.index.scripts import IndexScripts, LuaScript, run_group_calls
 from kvgate.index.settings import IndexSettings
 from kvgate.index.types import (
@@ -82,9 +83,11 @@ class RedisPrefixIndex:
     (tests that move time by hand).
     """
 
-    def __init__(self, client: Redis, settings: IndexSettings, clock: Clock, *, server_time: bool = True
-                 ) -> None:  # fmt: skip
+    def __init__(self, client: Redis, settings: IndexSettings, clock: Clock, *, server_time: bool = True,
+                 url: str | None = None) -> None:  # fmt: skip
+        """``url``: the client's URL, named (password masked) in every IndexUnavailableError."""
         self._client = client
+        self._where = f"Redis at {mask_url(url)}" if url else "the Redis index"
         self._settings = settings
         self._clock = clock
         self._server_time = server_time
@@ -216,7 +219,8 @@ class RedisPrefixIndex:
             async with asyncio.timeout(timeout_s or self._settings.timeout_s):
                 return await call
         except _UNAVAILABLE as exc:
-            raise IndexUnavailableError(f"redis index unavailable: {exc!r}") from exc
+            reason = str(exc) or type(exc).__name__  # a timeout's message is empty
+            raise IndexUnavailableError(f"{self._where} is unavailable: {reason}") from exc
 
     @property
     def _slack_ms(self) -> int:

@@ -17,16 +17,18 @@ from kvgate.gateway.worker_load_metrics import tier_blocks
 from kvgate.proto.workers import WorkerLoad
 
 STATIC = files("kvgate.gateway.http_api") / "static"
-_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html"}
-_ASSETS = ("dashboard.js", "dashboard.css", "vendor/uplot/uPlot.iife.min.js", "vendor/uplot/uPlot.min.css")
+_TYPES = {".js": "text/javascript", ".css": "text/css", ".html": "text/html", ".svg": "image/svg+xml"}
+_ASSETS = ("dashboard.js", "dashboard.css", "favicon.svg", "vendor/uplot/uPlot.iife.min.js",
+           "vendor/uplot/uPlot.min.css")  # fmt: skip
 
 
 def build_dashboard_router(
     metrics: GatewayMetrics, directory: WorkerDirectory, *, diagnosis_enabled: bool = True
 ) -> APIRouter:
-    """The page and its assets are read once, here (no file I/O on the event loop per request). The
-    figures the page plots are also on ``/metrics`` (for ``kvgate top``): this makes ``metrics`` export
-    the live workers' reported KV tiers and evictions too (:meth:`GatewayMetrics.watch_workers`).
+    """Serves ``/dashboard``, its assets, its data and the site's ``/favicon.ico``. The page and its
+    assets are read once, here (no file I/O on the event loop per request). The figures the page plots
+    are also on ``/metrics`` (for ``kvgate top``): this makes ``metrics`` export the live workers'
+    reported KV tiers and evictions too (:meth:`GatewayMetrics.watch_workers`).
     ``diagnosis_enabled``: whether cache-miss diagnosis runs (the page says so when it does not)."""
     metrics.watch_workers(directory.live)
     router = APIRouter()
@@ -42,6 +44,10 @@ def build_dashboard_router(
         if path not in assets:  # a fixed list: no path traversal, no directory listing
             return Response(status_code=404)
         return Response(assets[path], media_type=_TYPES[path[path.rfind(".") :]])
+
+    @router.get("/favicon.ico", include_in_schema=False)
+    async def favicon() -> Response:  # what browsers ask of any page's host: not a 404 in the log
+        return Response(assets["favicon.svg"], media_type=_TYPES[".svg"])
 
     @router.get("/dashboard/data")
     async def data() -> dict[str, Any]:

@@ -40,8 +40,15 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def render(answer: dict[str, Any]) -> str:
-    """A human-readable view of a /v1/route answer."""
+CHAT_HINT = (
+    "hint: a chat is cached as its chat template renders it, not as its text; to explain a chat "
+    "request, pass its messages with --messages FILE (a JSON list) instead of --prompt"
+)
+
+
+def render(answer: dict[str, Any], *, prompt: bool = False) -> str:
+    """A human-readable view of a /v1/route answer. ``prompt``: the request was a ``--prompt``, so a
+    prompt that no worker holds any chunk of gets :data:`CHAT_HINT`."""
     degraded = " (index degraded: load-based fallback)" if answer.get("index_degraded") else ""
     lines = [
         f"prompt: {answer['prompt_tokens']} tokens, {answer['full_chunks']} full chunks of "
@@ -57,6 +64,8 @@ def render(answer: dict[str, Any]) -> str:
         )
     if not answer["matches"]:
         lines.append("(no worker holds any chunk of this prompt)")
+        if prompt:
+            lines.append(CHAT_HINT)
     return "\n".join(lines)
 
 
@@ -75,7 +84,11 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    print(json.dumps(reply.json(), indent=2) if args.json else render(reply.json()))
+    print(
+        json.dumps(reply.json(), indent=2)
+        if args.json
+        else render(reply.json(), prompt=args.prompt is not None)
+    )
     return 0
 
 
@@ -97,5 +110,5 @@ def _run_grpc(args: argparse.Namespace) -> int:
         {"worker": m.worker, "matched_chunks": m.matched, "gpu_chunks": m.gpu, "cpu_chunks": m.cpu,
          "pending_chunks": m.pending} for m in route.matches
     ]  # fmt: skip
-    print(json.dumps(answer, indent=2) if args.json else render(answer))
+    print(json.dumps(answer, indent=2) if args.json else render(answer, prompt=args.prompt is not None))
     return 0

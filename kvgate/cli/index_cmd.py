@@ -12,7 +12,9 @@ from kvgate.index.connect import open_redis
 from kvgate.index.redis_url import RedisUrlError
 
 HELP = "list the live workers registered in a Redis prefix index"
-URL_HELP = "redis:// or rediss:// (one server, or any node of a Redis Cluster), or redis+sentinel://HOST:PORT/NAME"
+URL_HELP = (
+    "redis:// or rediss:// (one server, or any node of a Redis Cluster), or redis+sentinel://HOST:PORT/NAME"
+)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +30,7 @@ async def _list(args: argparse.Namespace) -> int:
     except (IndexUnavailableError, RedisUrlError) as exc:
         print(f"kvgate index: {exc}")
         return 1
-    index = RedisPrefixIndex(client, settings, SystemClock())
+    index = RedisPrefixIndex(client, settings, SystemClock(), url=args.redis_url)
     try:
         statuses = await index.workers()
     except IndexUnavailableError as exc:

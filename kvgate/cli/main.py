@@ -22,6 +22,7 @@ from kvgate.cli import (
     version_cmd,
     workers_cmd,
 )
+from kvgate.cli.help_format import DefaultsHelpFormatter, show_bare_defaults
 
 # name -> module exposing ``HELP``, ``add_arguments(parser)`` and ``run(args) -> int``
 COMMANDS = {
@@ -48,7 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, module in COMMANDS.items():
-        module.add_arguments(subparsers.add_parser(name, help=module.HELP, description=module.HELP))
+        sub = subparsers.add_parser(name, help=module.HELP, description=module.HELP,
+                                    formatter_class=DefaultsHelpFormatter)  # fmt: skip
+        module.add_arguments(sub)
+        show_bare_defaults(sub)
     return parser
 
 

@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from kvgate.cluster.gateway_server import Listening, serve_gateway
+from kvgate.cluster.preflight import check_ports, check_redis
 from kvgate.cluster.progress import say
 from kvgate.cluster.ray_session import RaySession, local_cpus
 from kvgate.cluster.settings import ClusterSettings
@@ -38,7 +39,11 @@ if TYPE_CHECKING:
 
 def run_up(settings: ClusterSettings) -> int:
     """``kvgate up``: blocks until Ctrl-C / SIGTERM; 0 after a clean stop, 1 if the workers never
-    became ready."""
+    became ready. Fails fast (StartupError) when a gateway port is taken or the Redis index does not
+    answer, before Ray starts or any model loads."""
+    _check_gateway_ports(settings)
+    if settings.redis_url is not None:
+        check_redis(settings.redis_url)
     return _with_ray(settings, _up)
 
 
@@ -53,10 +58,24 @@ def run_gateway(settings: ClusterSettings) -> int:
     """``kvgate gateway``: a gateway replica over the Redis index, until interrupted."""
     if settings.redis_url is None:
         raise ValueError("kvgate gateway needs --redis-url (it finds the workers there)")
+    _check_gateway_ports(settings)
     return asyncio.run(_gateway(settings))
 
 
+def _check_gateway_ports(settings: ClusterSettings) -> None:
+    ports = {"HTTP": (settings.port, "--port"), "gRPC": (settings.grpc_port, "--grpc-port")}
+    check_ports(settings.host, ports)
+
+
 Main = Callable[[ClusterSettings, RaySession], Awaitable[int]]
+
+# measured with the default model (README, "What speed to expect"): so that a first request on CPU,
+# silent for tens of seconds, does not look hung
+CPU_SPEED_NOTE = (
+    "on CPU, prefill runs at roughly 100 tokens/s per worker with the default 135M model (larger "
+    "models are slower): a cold 2,000-token prompt waits ~20 s for its first token; a cached prefix is "
+    "not computed again"
+)
 
 
 def _with_ray(settings: ClusterSettings, main: Main) -> int:
@@ -115,6 +134,8 @@ async def _pool(
     gpus = session.gpus()
     count = settings.worker_count(gpus)
     say(f"placing {count} worker(s) ({'1 GPU' if gpus else f'{settings.cpus_per_worker} CPU'} each)")
+    if not gpus:
+        say(CPU_SPEED_NOTE)
     pool = WorkerPool(_follower(feed) if feed is not None else None)
     try:
         pool.place(actor_specs(settings, count, gpu=bool(gpus)), Placement.for_cluster(settings, gpus))

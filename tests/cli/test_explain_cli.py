@@ -117,3 +117,25 @@ async def test_explain_over_grpc_agrees_with_http_and_sends_the_key(
     assert f"chosen: {grpc_answer['chosen_worker']}  reason: cache_hit" in shown[1]
     assert refused[0] == 1
     assert "UNAUTHENTICATED" in refused[2]
+
+
+async def test_explain_prompt_of_a_cached_chat_hints_at_messages(live: LiveGateway, tmp_path: Path) -> None:
+    """The chat is cached as its template renders it: its text as a --prompt matches nothing, and the
+    answer says to use --messages (which finds the hit)."""
+    messages = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "hi"}]
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        await http.post("/v1/chat/completions", json={"model": MODEL, "messages": messages, "max_tokens": 2})
+    path = tmp_path / "messages.json"
+    path.write_text(json.dumps(messages))
+
+    code, as_prompt, err = await kvgate(
+        "explain", "--url", live.url, "--model", MODEL, "--prompt", LONG_SYSTEM
+    )
+    _, as_chat, _ = await kvgate("explain", "--url", live.url, "--model", MODEL, "--messages", str(path))
+
+    assert code == 0, err
+    assert "(no worker holds any chunk of this prompt)" in as_prompt
+    assert "hint:" in as_prompt
+    assert "--messages FILE" in as_prompt
+    assert "reason: cache_hit" in as_chat
+    assert "hint:" not in as_chat

@@ -101,6 +101,8 @@ def test_up_with_the_default_model() -> None:
             model=model, messages=[{"role": "user", "content": "Say hello."}], max_tokens=8
         )
         assert reply.choices[0].message.content
+        if not any("GPU each" in line for line in process.stderr):  # on CPU, the wait is announced
+            assert any("tokens/s per worker" in line for line in process.stderr), process.log()
         assert process.interrupt() == 0, process.log()
         wait_for(lambda: not process.leftovers(), 20, lambda: "\n".join(process.leftovers()))
     finally:

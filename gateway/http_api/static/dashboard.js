@@ -14,6 +14,28 @@ const num = (v) => (v == null ? "-" : Number.isInteger(v) || Math.abs(v) >= 100
 const rate = (v) => (v == null ? "-" : v.toFixed(1));
 const secs = (v) => (v == null ? "-" : v < 1 ? (1000 * v).toFixed(0) + " ms" : v.toFixed(2) + " s");
 
+// The last value that is not null (what a legend shows while the cursor is off the chart).
+function latest(values) {
+  for (let i = values.length - 1; i >= 0; i--) if (values[i] != null) return values[i];
+  return null;
+}
+
+// Whether any series has a value to draw (`zero`: whether 0 counts as one, not for counts of events).
+function hasData(series, zero = true) {
+  return series.some((s) => s[1].some((v) => v != null && (zero || v !== 0)));
+}
+
+// The note under a chart: why it is empty ("" hides it).
+function explain(id, text) {
+  let note = document.getElementById("note-" + id);
+  if (!note && !text) return;
+  if (!note) {
+    note = Object.assign(document.createElement("p"), { id: "note-" + id, className: "note" });
+    document.getElementById(id).insertAdjacentElement("afterend", note);
+  }
+  note.textContent = text;
+}
+
 function ratio(a, b) {
   return b > 0 ? a / b : null;
 }
@@ -78,8 +100,10 @@ function missesNote(diagnosis, series) {
 }
 
 // series: [label, values, uPlot series options (optional)]; fmt: value formatter; unit: true for
-// fractions in [0, 1] (fixed 0-100% axis)
-function draw(id, xs, series, fmt, unit = false) {
+// fractions in [0, 1] (fixed 0-100% axis); why: the note shown while no series has data ("": none).
+// Legends show each series' latest value, or the one under the cursor while it is on the chart.
+function draw(id, xs, series, fmt, unit = false, why = "", zero = true) {
+  explain(id, hasData(series, zero) ? "" : why);
   const el = document.getElementById(id);
   const key = series.map((s) => s[0]).join("|");
   const data = [xs, ...series.map((s) => s[1])];
@@ -91,13 +115,15 @@ function draw(id, xs, series, fmt, unit = false) {
       height: 240,
       scales: unit ? { x: { time: true }, y: { range: [0, 1] } } : { x: { time: true } },
       series: [{}, ...series.map((s, i) => ({
-        label: s[0], stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true, value: (u, v) => fmt(v), ...s[2],
+        label: s[0], stroke: COLORS[i % COLORS.length], width: 2, spanGaps: true,
+        value: (u, v, si, idx) => fmt(idx == null ? latest(u.data[si]) : v), ...s[2],
       }))],
       axes: [{}, { values: (u, vals) => vals.map(fmt), size: 70 }],
     };
     chart = state.charts[id] = { key, plot: new uPlot(opts, data, el) };
   } else {
     chart.plot.setData(data);
+    chart.plot.setLegend({ idx: chart.plot.cursor.idx ?? null });  // the new latest values
   }
 }
 
@@ -108,24 +134,36 @@ function render() {
   const since = h.map((d) => ratio(d.totals.cached_tokens, d.totals.prompt_tokens));
   const recent = h.map((d, i) => (i === 0 ? null : ratio(
     d.totals.cached_tokens - h[i - 1].totals.cached_tokens, d.totals.prompt_tokens - h[i - 1].totals.prompt_tokens)));
-  draw("chart-hit", xs, [["since start", since], ["last interval", recent]], pct, true);
+  const idle = "No prompt tokens yet: no request has finished since this gateway started.";
+  draw("chart-hit", xs, [["since start", since], ["last interval", recent]], pct, true, idle);
   draw("chart-workers", xs, ids.map((id) => [id, h.map((d) => {
     const w = worker(d, id);
     return w ? ratio(w.cached_tokens, w.prompt_tokens) : null;
-  })]), pct, true);
+  })]), pct, true, idle);
   draw("chart-predicted", xs, [["predicted", h.map((d) => d.totals.predicted)],
-    ["actual", h.map((d) => d.totals.cached_tokens)]], num);
+    ["actual", h.map((d) => d.totals.cached_tokens)]], num, false, "No request routed yet.");
   const causes = Object.keys(h[h.length - 1].mispredicted).sort();
-  draw("chart-mispredicted", xs, causes.map((c) => [c, h.map((d) => d.mispredicted[c] ?? 0)]), num);
+  draw("chart-mispredicted", xs, causes.map((c) => [c, h.map((d) => d.mispredicted[c] ?? 0)]), num, false,
+    "No mispredicted tokens: every request so far found cached what the router predicted.", false);
   drawMisses(h, xs);
-  draw("chart-gpu", xs, tierSeries(h, "gpu", ["used", "cached"]), pct, true);
-  draw("chart-cpu", xs, tierSeries(h, "cpu", ["cached"]), pct, true);
+  const unreported = "No live worker has reported its KV tiers yet.";
+  draw("chart-gpu", xs, tierSeries(h, "gpu", ["used", "cached"]), pct, true, unreported);
+  draw("chart-cpu", xs, tierSeries(h, "cpu", ["cached"]), pct, true, cpuTierNote(h[h.length - 1], unreported));
   draw("chart-evictions", xs, ["ttl", "pressure", "offload"].map((c) => [c, perSecond(h, (d) => evicted(d, c))]),
-    rate);
+    rate, false, "Nothing evicted yet: the workers' KV tiers have had room for every block.", false);
   const reasons = Object.keys(h[h.length - 1].reasons).sort();
-  draw("chart-reasons", xs, reasons.map((r) => [r, h.map((d) => d.reasons[r] ?? 0)]), num);
-  draw("chart-ttft", xs, [["p50", h.map((d) => d.ttft.p50)], ["p99", h.map((d) => d.ttft.p99)]], secs);
+  draw("chart-reasons", xs, reasons.map((r) => [r, h.map((d) => d.reasons[r] ?? 0)]), num, false,
+    "No routing decision yet: no request has arrived since this gateway started.");
+  draw("chart-ttft", xs, [["p50", h.map((d) => d.ttft.p50)], ["p99", h.map((d) => d.ttft.p99)]], secs, false,
+    "No first token yet: no generation has started since this gateway started.");
   header(h[h.length - 1]);
+}
+
+// Why the CPU tier chart is empty: no worker reports yet, or none has a CPU tier (off by default).
+function cpuTierNote(last, unreported) {
+  if (!last.workers.some((w) => w.live && w.blocks.gpu)) return unreported;
+  return "No worker has a CPU tier: it is off by default. Start kvgate up with --num-cpu-blocks N to keep " +
+    "blocks evicted from the GPU tier in host memory (N blocks of --block-size tokens per worker).";
 }
 
 function header(last) {
