@@ -47,6 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep_args.add_argument("--workers", type=_counts, default=[1, 2, 4, 8], help="worker counts: 1,2,4,8")
     sweep_args.add_argument("--kv-dtypes", type=_names, default=[AUTO, "int8", "fp8"],
                             help="KV dtypes compared at the same memory (default auto,int8,fp8)")  # fmt: skip
+    sweep_args.add_argument("--cpu-memories", type=_sizes, metavar="SIZES",
+                            help="CPU tier sizes compared: 0,128GiB (default: --cpu-memory)")  # fmt: skip
     sweep_args.add_argument("--policy", default="kvgate", help="routing policy simulated")
     sweep_args.add_argument("--trace-block-tokens", type=int, default=DEFAULT_BLOCK_TOKENS)
     sweep_args.add_argument("--limit", type=int, help="simulate only the first N requests")
@@ -59,9 +61,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--prefix-tokens must be >= 0")
     model = resolve_model(args.model)
     primary = resolve_kv_dtype(args.kv_dtype, args.dtype).name
-    swept = [resolve_kv_dtype(name, args.dtype).name for name in args.kv_dtypes] if args.trace else []
-    plans = {name: _plan(model.config, args, name) for name in dict.fromkeys([primary, *swept])}
-    result = _sweep(args, plans) if args.trace else None
+    others = [resolve_kv_dtype(name, args.dtype).name for name in args.kv_dtypes] if args.trace else []
+    names = list(dict.fromkeys([primary, *others]))
+    plans = {name: _plan(model.config, args, name, args.cpu_memory) for name in names}
+    result = None
+    if args.trace:  # every KV dtype x CPU tier size
+        cpu_sizes = args.cpu_memories or [args.cpu_memory]
+        result = _sweep(args, [_plan(model.config, args, n, cpu) for cpu in cpu_sizes for n in names])
     check = _check_command(args, result)
     if args.json:
         print(json.dumps(plan_json(model.source, plans, primary, args.prefix_tokens, result, check)))
@@ -82,20 +88,20 @@ def parse_bytes(text: str) -> int:
     return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
-def _plan(config: ModelConfig, args: argparse.Namespace, kv: str) -> MemoryPlan:
+def _plan(config: ModelConfig, args: argparse.Namespace, kv: str, cpu_memory: int) -> MemoryPlan:
     inputs = MemoryInputs(
         gpu_memory_bytes=args.gpu_memory,
         kv=resolve_kv_dtype(kv, args.dtype),
         memory_utilization=args.memory_utilization,
         tp=args.tp,
-        cpu_memory_bytes=args.cpu_memory,
+        cpu_memory_bytes=cpu_memory,
         weight_dtype=args.dtype,
         block_size=args.block_size,
     )
     return plan_memory(config, inputs)
 
 
-def _sweep(args: argparse.Namespace, plans: dict[str, MemoryPlan]) -> Sweep:
+def _sweep(args: argparse.Namespace, plans: list[MemoryPlan]) -> Sweep:
     target = Target(args.target_hit_rate, args.target_p99)
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be >= 1")
@@ -127,6 +133,13 @@ def _counts(text: str) -> list[int]:
     if not counts or min(counts) < 1:
         raise argparse.ArgumentTypeError(f"worker counts must be >= 1, got {text!r}")
     return counts
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        return [parse_bytes(part) for part in text.split(",") if part.strip()]
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _names(text: str) -> list[str]:

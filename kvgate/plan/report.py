@@ -48,8 +48,8 @@ def format_plan(source: str, plan: MemoryPlan, prefix_tokens: int) -> str:
         f"KV bytes/token   {_num(plan.kv_bytes_per_token):,} (model); block of {bs} tokens: "
         f"{plan.block_bytes_per_gpu:,} B per GPU ({plan.kv_heads_per_gpu} KV heads per GPU)",
     ]
-    for label, tier in (("GPU tier", plan.gpu), ("CPU tier", plan.cpu)):
-        line = f"{label:<17}{tier.kv_bytes / GIB:.2f} GiB: {tier.blocks:,} blocks, {tier.tokens:,} tokens"
+    for tier_name, tier in (("GPU tier", plan.gpu), ("CPU tier", plan.cpu)):
+        line = f"{tier_name:<17}{tier.kv_bytes / GIB:.2f} GiB: {tier.blocks:,} blocks, {tier.tokens:,} tokens"
         line += " per worker"
         if prefix_tokens:
             line += f", {tier.prefix_copies(prefix_tokens, bs):,} copies of a {prefix_tokens:,}-token prefix"
@@ -83,7 +83,8 @@ def format_sweep(sweep: Sweep, check: str | None = None) -> str:
         )
     best = sweep.recommended
     lines.append(
-        f"recommended: {best.workers} workers with {best.kv_dtype} KV (hit rate {best.hit_rate:.3f}, "
+        f"recommended: {best.workers} workers with {best.kv_dtype} KV{_cpu_tier(best.cpu_memory_bytes)} "
+        f"(hit rate {best.hit_rate:.3f}, "
         f"TTFT p99 {best.ttft_p99_s:.2f} s)"
         if best
         else "recommended: none of these configurations meets the target (more workers or memory)"
@@ -91,6 +92,10 @@ def format_sweep(sweep: Sweep, check: str | None = None) -> str:
     if check:
         lines.append(f"check: {check}")
     return "\n".join(lines)
+
+
+def _cpu_tier(cpu_memory_bytes: int) -> str:
+    return f" and a {cpu_memory_bytes / GIB:g} GiB CPU tier" if cpu_memory_bytes else ""
 
 
 def _plan_fields(plan: MemoryPlan, prefix_tokens: int) -> dict[str, Any]:

@@ -1,19 +1,19 @@
 """The sweep: simulate a trace over worker counts and KV dtypes at fixed memory, recommend the smallest.
 
 Each KV dtype has its memory plan (:mod:`kvgate.plan.memory`): the same GPU and CPU bytes hold more
-tokens in int8/fp8 than in bf16. A candidate is (workers, KV dtype); it is simulated exactly as
+tokens in int8/fp8 than in bf16. A candidate is (workers, CPU tier size, KV dtype); it is simulated exactly as
 ``kvgate simulate --workers N --capacity-tokens GPU --cpu-capacity-tokens CPU --policy P`` would (every
 other setting at the simulator's defaults), so its figures can be checked by that command
 (:func:`simulate_command`). The recommendation is the first candidate meeting the target in the order
-fewest workers, then the most precise KV dtype (more bytes per element first): the cheapest fleet, and
-at that fleet size the least quantisation that suffices.
+fewest workers, then the smallest CPU tier, then the most precise KV dtype (more bytes per element
+first): the cheapest fleet, and at that fleet size the least host memory and quantisation that suffice.
 """
 
 from __future__ import annotations
 
 import shlex
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from kvgate.plan.memory import MemoryPlan
@@ -58,6 +58,7 @@ class Candidate:
 
     workers: int
     kv_dtype: str
+    cpu_memory_bytes: int
     capacity_tokens: int
     cpu_capacity_tokens: int
     hit_rate: float
@@ -77,26 +78,27 @@ class Sweep:
 
 def sweep(
     workload: Workload,
-    plans: Mapping[str, MemoryPlan],
+    plans: Sequence[MemoryPlan],
     worker_counts: Sequence[int],
     target: Target,
     policy: str = "kvgate",
     progress: ProgressLine | None = None,
 ) -> Sweep:
-    """Simulates ``policy`` on ``workload`` for every worker count x KV dtype of ``plans`` (a fresh
-    cluster each) and recommends per the module docstring. Pure but for ``progress`` lines."""
-    order = [(n, name) for n in sorted(set(worker_counts)) for name in precision_order(plans)]
+    """Simulates ``policy`` on ``workload`` for every worker count x plan of ``plans`` (one per KV
+    dtype and CPU tier size; a fresh cluster each) and recommends per the module docstring. Pure but
+    for ``progress`` lines."""
+    order = [(n, plan) for n in sorted(set(worker_counts)) for plan in cost_order(plans)]
     candidates: list[Candidate] = []
     runs: dict[tuple[int, int, int], PolicyResult] = {}  # int8 and fp8 tiers are equal: simulated once
-    for done, (workers, name) in enumerate(order, start=1):
-        began, plan = time.monotonic(), plans[name]
+    for done, (workers, plan) in enumerate(order, start=1):
+        began = time.monotonic()
         key = (workers, plan.gpu.tokens, plan.cpu.tokens)
         if key not in runs:
             runs[key] = simulate_policy(workload, sim_settings(plan, workers), policy)
-        candidates.append(_candidate(runs[key], plan, workers, name, target))
+        candidates.append(_candidate(runs[key], plan, workers, target))
         if progress is not None:
             c = candidates[-1]
-            progress(f"plan: {done}/{len(order)} {workers} workers x {name}: hit rate {c.hit_rate:.3f}, "
+            progress(f"plan: {done}/{len(order)} {workers} workers x {label(c)}: hit rate {c.hit_rate:.3f}, "
                      f"TTFT p99 {c.ttft_p99_s:.2f} s ({time.monotonic() - began:.1f} s)")  # fmt: skip
     chosen = next((c for c in candidates if c.meets_target), None)
     return Sweep(target, policy, tuple(candidates), chosen)
@@ -107,9 +109,15 @@ def workload_of(requests: Sequence[TraceRequest], block_tokens: int) -> Workload
     return Workload.build(requests, block_tokens, SimSettings().chunk_size)
 
 
-def precision_order(plans: Mapping[str, MemoryPlan]) -> list[str]:
-    """KV dtype names, the most bytes per element first (stable among equals)."""
-    return sorted(plans, key=lambda name: -plans[name].inputs.kv.element_bytes)
+def cost_order(plans: Sequence[MemoryPlan]) -> list[MemoryPlan]:
+    """The smallest CPU tier first, then the most bytes per KV element (stable among equals)."""
+    return sorted(plans, key=lambda p: (p.inputs.cpu_memory_bytes, -p.inputs.kv.element_bytes))
+
+
+def label(candidate: Candidate) -> str:
+    """``int8``, or ``int8 + 64 GiB CPU`` when the candidate has a CPU tier."""
+    cpu = candidate.cpu_memory_bytes
+    return f"{candidate.kv_dtype} + {cpu / 2**30:g} GiB CPU" if cpu else candidate.kv_dtype
 
 
 def sim_settings(plan: MemoryPlan, workers: int) -> SimSettings:
@@ -125,10 +133,11 @@ def simulate_command(trace: str, candidate: Candidate, policy: str, extra: Seque
     return shlex.join(args)
 
 
-def _candidate(result: PolicyResult, plan: MemoryPlan, workers: int, name: str, target: Target) -> Candidate:
+def _candidate(result: PolicyResult, plan: MemoryPlan, workers: int, target: Target) -> Candidate:
     return Candidate(
         workers=workers,
-        kv_dtype=name,
+        kv_dtype=plan.inputs.kv.name,
+        cpu_memory_bytes=plan.inputs.cpu_memory_bytes,
         capacity_tokens=plan.gpu.tokens,
         cpu_capacity_tokens=plan.cpu.tokens,
         hit_rate=result.hit_rate,

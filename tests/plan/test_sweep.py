@@ -70,3 +70,18 @@ def test_an_unreachable_target_recommends_nothing(trace: Path, capsys: pytest.Ca
 def test_a_sweep_needs_a_target(trace: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["plan", *MEMORY, "--trace", str(trace)]) == 2
     assert "--target-hit-rate or --target-p99" in capsys.readouterr().err
+
+
+def test_a_cpu_tier_can_stand_in_for_workers(trace: Path, capsys: pytest.CaptureFixture) -> None:
+    # 256 MiB of host memory hold 728 bf16 blocks = 11,648 tokens: all six prompts, on one worker.
+    sweep = ["--trace", str(trace), "--target-hit-rate", "0.5", "--workers", "1,2", "--kv-dtypes", "bf16"]
+    plan = run_json(capsys, "plan", *MEMORY, *sweep, "--cpu-memories", "0,256MiB", "--quiet")
+    candidates = plan["sweep"]["candidates"]
+    rows = [(c["workers"], c["cpu_memory_bytes"], c["cpu_capacity_tokens"]) for c in candidates]
+    assert rows == [(1, 0, 0), (1, 256 * 2**20, 11_648), (2, 0, 0), (2, 256 * 2**20, 11_648)]
+    best = plan["sweep"]["recommended"]
+    assert (best["workers"], best["cpu_capacity_tokens"]) == (1, 11_648)
+    direct = run_json(capsys, "simulate", str(trace), "--policy", "kvgate", "--workers", "1",
+                      "--capacity-tokens", "2000", "--cpu-capacity-tokens", "11648", "--quiet")  # fmt: skip
+    assert best["hit_rate"] == direct["policies"]["kvgate"]["hit_rate"] >= 0.5
+    assert "--cpu-capacity-tokens 11648" in plan["sweep"]["check"]
