@@ -9,6 +9,7 @@ import argparse
 import json
 import re
 import sys
+from typing import TYPE_CHECKING
 
 from kvgate.plan.memory import MemoryInputs, MemoryPlan, plan_memory
 from kvgate.plan.model_source import resolve_model
@@ -17,7 +18,9 @@ from kvgate.plan.search import Sweep, Target, simulate_command, sweep, workload_
 from kvgate.proto.kv_dtype import AUTO, KV_DTYPES, resolve_kv_dtype
 from kvgate.proto.layout import DEFAULT_BLOCK_SIZE
 from kvgate.sim.trace import DEFAULT_BLOCK_TOKENS, load_trace
-from kvgate.workers.model.config import ModelConfig
+
+if TYPE_CHECKING:  # the workers' package imports torch: not at the CLI's start
+    from kvgate.workers.model.config import ModelConfig
 
 HELP = "plan KV memory per worker (tokens, blocks, prefix copies); with --trace, how many workers"
 _UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,

@@ -20,12 +20,15 @@ The CPU tier holds whole blocks of every rank in the worker's host memory: ``cpu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvgate.plan.params import parameter_count
 from kvgate.proto.kv_dtype import KVDtype, kv_block_bytes, kv_dtype
 from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, KVGeometry
 from kvgate.proto.units import BlockCount, TokenCount
-from kvgate.workers.model.config import ModelConfig
+
+if TYPE_CHECKING:  # the workers' package imports torch: not at the CLI's start
+    from kvgate.workers.model.config import ModelConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from kvgate.common.models import DEFAULT_MODEL_ID, default_model_path
-from kvgate.workers.model.config import ModelConfig
+
+if TYPE_CHECKING:  # the workers' package imports torch: not at the CLI's start
+    from kvgate.workers.model.config import ModelConfig
 
 DEFAULT_ALIASES = frozenset({"default", DEFAULT_MODEL_ID})
 

@@ -11,7 +11,10 @@ file's quantisation (GGUF weights are dequantised on load).
 
 from __future__ import annotations
 
-from kvgate.workers.model.config import ModelConfig
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the workers' package imports torch: not at the CLI's start
+    from kvgate.workers.model.config import ModelConfig
 
 
 def parameter_count(config: ModelConfig) -> int:

@@ -8,6 +8,8 @@ never from the planner's code.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import gguf
@@ -137,3 +139,11 @@ def test_sizes(text: str, size: int) -> None:
 def test_a_size_without_a_known_unit_is_refused() -> None:
     with pytest.raises(ValueError, match="not a size"):
         parse_bytes("80 gigs")
+
+
+def test_the_command_line_starts_without_torch() -> None:
+    """``kvgate plan`` registers with every other subcommand: importing it must not pull in torch (the
+    workers' model package); the model's config is read, lazily, only when a plan is made."""
+    code = "import sys, kvgate.cli.main; print(sorted({'torch', 'kvgate.workers.model'} & set(sys.modules)))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
