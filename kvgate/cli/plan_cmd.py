@@ -17,6 +17,7 @@ from kvgate.plan.report import format_others, format_plan, format_sweep, plan_js
 from kvgate.plan.search import Sweep, Target, simulate_command, sweep, workload_of
 from kvgate.proto.kv_dtype import AUTO, KV_DTYPES, resolve_kv_dtype
 from kvgate.proto.layout import DEFAULT_BLOCK_SIZE
+from kvgate.sim.runner import resolve_policies
 from kvgate.sim.trace import DEFAULT_BLOCK_TOKENS, load_trace
 
 if TYPE_CHECKING:  # the workers' package imports torch: not at the CLI's start
@@ -60,8 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.prefix_tokens < 0:
-        raise ValueError("--prefix-tokens must be >= 0")
+    _check(args)
     model = resolve_model(args.model)
     primary = resolve_kv_dtype(args.kv_dtype, args.dtype).name
     others = [resolve_kv_dtype(name, args.dtype).name for name in args.kv_dtypes] if args.trace else []
@@ -81,6 +81,20 @@ def run(args: argparse.Namespace) -> int:
     if result is not None:
         print(f"\n{format_sweep(result, check)}")
     return 0
+
+
+def _check(args: argparse.Namespace) -> None:
+    """Flags that cannot work together fail before the model is read or a simulation starts."""
+    if args.prefix_tokens < 0:
+        raise ValueError("--prefix-tokens must be >= 0")
+    sweep_only = {"--target-hit-rate": args.target_hit_rate, "--target-p99": args.target_p99,
+                  "--plot": args.plot, "--cpu-memories": args.cpu_memories}  # fmt: skip
+    given = [flag for flag, value in sweep_only.items() if value is not None]
+    if given and not args.trace:
+        raise ValueError(f"{', '.join(given)} need --trace (the sweep)")
+    if args.trace:
+        Target(args.target_hit_rate, args.target_p99)  # ValueError without one
+        resolve_policies([args.policy])
 
 
 def parse_bytes(text: str) -> int:

@@ -72,6 +72,11 @@ def test_a_sweep_needs_a_target(trace: Path, capsys: pytest.CaptureFixture) -> N
     assert "--target-hit-rate or --target-p99" in capsys.readouterr().err
 
 
+def test_sweep_flags_need_a_trace(capsys: pytest.CaptureFixture) -> None:
+    assert main(["plan", *MEMORY, "--target-hit-rate", "0.5", "--plot", "x.png"]) == 2
+    assert "--target-hit-rate, --plot need --trace" in capsys.readouterr().err
+
+
 def test_a_cpu_tier_can_stand_in_for_workers(trace: Path, capsys: pytest.CaptureFixture) -> None:
     # 256 MiB of host memory hold 728 bf16 blocks = 11,648 tokens: all six prompts, on one worker.
     sweep = ["--trace", str(trace), "--target-hit-rate", "0.5", "--workers", "1,2", "--kv-dtypes", "bf16"]
