@@ -34,9 +34,12 @@ class RoutingConfig:
     one more worker serves that worker's share of its future requests, so the copy's compute
     weight is divided by 1 + ``copy_amortisation`` x (requests through the opening lately, decayed
     with ``placement_half_life_s``) / (holders + 1); 0 turns this off. A popular opening spreads
-    over as many workers as its traffic needs instead of queueing on its first holder. The default
-    0.05 shortened the TTFT tail of agent traces by 20-50% at the same hit rate; 0.2 and above copy
-    long documents so often that the copies cost hit rate (``bench/sim_policies.py``).
+    over as many workers as its traffic needs instead of queueing on its first holder. The router
+    discounts the demand by the opening's footprint (none left at a tenth of a worker's GPU tier:
+    such a copy evicts as much as it serves). The default 0.05 shortened the TTFT tail of agent
+    traces by 20-50% at the same hit rate; 0.2 and above copy long documents so often that the
+    copies cost hit rate, and without the footprint discount documents over 300k-token caches lost
+    0.08 of hit rate (``bench/sim_policies.py``).
 
     Prefix affinity (SGLang cache-aware style): balance by load when max-min load >
     ``balance_abs_threshold`` and max > ``balance_rel_threshold`` x min; else take the longest match

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from statistics import fmean
 
 from kvgate.gateway.routing.types import Candidate
 from kvgate.index.types import WorkerStatus
@@ -22,6 +23,7 @@ class Fleet:
     position: dict[WorkerId, int]
     queue_s: tuple[float, ...]
     unfollowed: dict[WorkerId, int]
+    mean_gpu_blocks: float = 0.0  # the candidates' mean GPU-tier capacity, in blocks
 
     @property
     def ids(self) -> tuple[WorkerId, ...]:
@@ -67,7 +69,8 @@ class FleetView:
         position = {c.worker_id: i for i, c in enumerate(candidates)}
         unfollowed = {s.info.worker_id: s.load.gpu_blocks_total + s.load.cpu_blocks_total
                       for s in statuses if not s.followed}  # fmt: skip
-        return Fleet(candidates, position, tuple(self._queue_of(c) for c in candidates), unfollowed)
+        queue_s = tuple(self._queue_of(c) for c in candidates)
+        return Fleet(candidates, position, queue_s, unfollowed, _mean_gpu_blocks(candidates))
 
     def _refresh(self, changed: set[WorkerId]) -> None:
         by_id = {s.info.worker_id: s for s in self._statuses if s.info.worker_id in changed}
@@ -76,4 +79,11 @@ class FleetView:
             i = self._fleet.position[wid]
             candidates[i] = self._candidate(status)
             queue_s[i] = self._queue_of(candidates[i])
-        self._fleet = Fleet(tuple(candidates), self._fleet.position, tuple(queue_s), self._fleet.unfollowed)
+        fleet = self._fleet
+        self._fleet = Fleet(
+            tuple(candidates), fleet.position, tuple(queue_s), fleet.unfollowed, fleet.mean_gpu_blocks
+        )
+
+
+def _mean_gpu_blocks(candidates: Sequence[Candidate]) -> float:
+    return fmean(c.load.gpu_blocks_total for c in candidates) if candidates else 0.0

@@ -41,6 +41,8 @@ from kvgate.proto.ids import ChunkHash, WorkerId
 from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, DEFAULT_TTL_S
 from kvgate.proto.units import TokenCount
 
+_FOOTPRINT_SCALE = 10.0  # an opening of a tenth of a worker's GPU tier earns no copy by demand
+
 
 class Router:
     """Routes requests; remembers the uncached prompt tokens it sent to each worker until
@@ -154,7 +156,7 @@ class Router:
         opening = self._branches.own_start(hashes) if hashes else 0
         own = opening if fleet.unfollowed else 0
         home = self._home(hashes, fleet, cache_key, own)
-        shared = self._shared(hashes, opening)
+        shared = self._shared(hashes, opening, fleet)
         presumed = None
         if lookup is None:
             request = self._request(prompt_tokens, fleet, {}, request_key, home, hashes, None)
@@ -249,12 +251,18 @@ class Router:
             next(self._seq), request_key, *home, self._placed.share, shared,
         )  # fmt: skip
 
-    def _shared(self, hashes: Sequence[ChunkHash], opening: int) -> SharedPrefix | None:
+    def _shared(self, hashes: Sequence[ChunkHash], opening: int, fleet: Fleet) -> SharedPrefix | None:
         """The prompt's shared opening (its first ``opening`` chunks, where prompts seen branched)
-        and how many requests went through it lately; None when it shares none."""
+        and the uses a copy of it would serve: the requests that went through it lately, discounted
+        by its footprint -- a copy takes cache room that held other content, nothing is gained by
+        copying an opening of a tenth of a worker's cache or more. None when it shares none."""
         if not opening:
             return None
-        return SharedPrefix(opening * self._chunk_size, self._demand.uses(hashes[opening - 1]))
+        tokens = opening * self._chunk_size
+        room = fleet.mean_gpu_blocks * self._block_tokens
+        footprint = tokens / room if room > 0 else 1.0
+        uses = self._demand.uses(hashes[opening - 1]) * max(0.0, 1.0 - _FOOTPRINT_SCALE * footprint)
+        return SharedPrefix(tokens, uses)
 
     def _home(
         self, hashes: Sequence[ChunkHash], fleet: Fleet, cache_key: str | None, own: int

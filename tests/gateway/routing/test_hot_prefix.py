@@ -17,8 +17,9 @@ from kvgate.index.types import LookupResult, PrefixMatch
 from kvgate.proto.hashing import HashRoot, chunk_hashes
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.layout import DEFAULT_CHUNK_SIZE as CHUNK
+from kvgate.proto.workers import WorkerLoad
 from tests.gateway.routing.test_policies import cand
-from tests.index.helpers import LOAD, info
+from tests.index.helpers import info
 
 OPENING = 16 * CHUNK  # a 2k-token tool block every agent of a kind sends first
 PROMPT = OPENING + 2 * CHUNK
@@ -80,17 +81,19 @@ class Recording(KvgatePolicy):
         return super().choose_grouped(request)
 
 
-@pytest.fixture
-async def index() -> MemoryPrefixIndex:
+async def _index(gpu_blocks: int) -> MemoryPrefixIndex:
     idx = MemoryPrefixIndex(IndexSettings(namespace="hot-prefix", timeout_s=2), SystemClock())
     for worker in ("w0", "w1"):
-        await idx.register(info(WorkerId(worker)), LOAD.__class__())
+        await idx.register(
+            info(WorkerId(worker)), WorkerLoad(gpu_blocks_total=gpu_blocks, gpu_blocks_free=gpu_blocks)
+        )
     return idx
 
 
-async def test_the_router_finds_the_opening_where_prompts_part_and_counts_its_demand(
-    index: MemoryPrefixIndex,
-) -> None:
+async def _openings_seen(gpu_blocks: int) -> list[SharedPrefix | None]:
+    """The shared openings the policy was shown for four agent tasks of one kind (a 2k-token tool
+    block, then each task's own content), over two workers of ``gpu_blocks`` 16-token blocks."""
+    index = await _index(gpu_blocks)
     policy = Recording()
     router = Router(index, policy, get_policy("least_loaded"), CHUNK, 2, SystemClock())
     root = HashRoot(b"", "m").digest()
@@ -101,9 +104,20 @@ async def test_the_router_finds_the_opening_where_prompts_part_and_counts_its_de
         own = rng.integers(0, 50_000, 3 * CHUNK).astype(np.uint32)
         prompt = np.concatenate([tools, own])
         await router.route(chunk_hashes(prompt, root, CHUNK), len(prompt), workers, task)
-    seen = policy.seen  # type: ignore[attr-defined]
+    return policy.seen  # type: ignore[attr-defined]
+
+
+async def test_the_router_finds_the_opening_where_prompts_part_and_counts_its_demand() -> None:
+    seen = await _openings_seen(gpu_blocks=1_000_000)  # 16M tokens: the opening's footprint is nil
     assert seen[0] is None  # nothing seen yet
     assert seen[1] is None  # the prompts part ways here: seen once it is recorded
     assert [s.tokens for s in seen[2:]] == [OPENING, OPENING]  # the tool block, not the tasks' own
     assert seen[2].uses == pytest.approx(0, abs=0.01)  # the first request through a known branch
     assert seen[3].uses == pytest.approx(1, abs=0.01)
+
+
+async def test_an_opening_that_fills_much_of_a_cache_earns_no_copy_by_demand() -> None:
+    # 2,048 tokens in a 40,960-token GPU tier: a twentieth, so the demand counts half
+    assert (await _openings_seen(gpu_blocks=2_560))[3].uses == pytest.approx(0.5, abs=0.01)
+    # a tenth or more: a copy would evict as much as it serves
+    assert (await _openings_seen(gpu_blocks=1_280))[3].uses == 0
