@@ -13,6 +13,9 @@ from kvgate.gateway.routing.jitter import unit
 from kvgate.gateway.routing.types import Candidate, GroupedRequest, RouteDecision, RouteReason, RouteRequest
 from kvgate.index.types import PrefixMatch
 
+_Lead = tuple[list[int], str, float, float, float, int]
+"""A cohort's allowed members, tiers, prefill + swap-in seconds, weighted compute, least queue, reuse."""
+
 TIE_S = 1e-9
 """Scores this close are equal (float rounding apart): exact ties, broken by reuse, home, rotation."""
 
@@ -94,9 +97,7 @@ class KvgatePolicy:
         shared = self._shared_tokens(request, held_by[0])
         holders = sum(len(members) for r, members in reuse if r >= shared) if shared else len(queue_s)
         weights = self.config.compute_weight, self._copy_weight(request, holders)
-        leads: list[
-            tuple[list[int], str, float, float, float, int]
-        ] = []  # ..., part, cost, min queue, reused
+        leads: list[_Lead] = []
         for members, tiers in groups:
             allowed = members if bound == math.inf else [i for i in members if queue_s[i] <= bound]
             if allowed:
