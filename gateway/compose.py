@@ -76,6 +76,7 @@ def build_gateway(
         settings.cache.chunk_size,
         settings.index.pending_ttl_s,
         clock,
+        block_tokens=settings.cache.block_size,  # the unit of the workers' reported capacity
     )
     channels = ChannelPool(tls=settings.worker_tls, secret=settings.cache.secret)
     metrics = GatewayMetrics(
