@@ -120,9 +120,9 @@ class Router:
         unfollowed = self._fleet.current(workers).unfollowed
         if (blocks := unfollowed.get(decision.worker_id)) is not None:
             self._learned.record(hashes, decision.worker_id, blocks * self._block_tokens // self._chunk_size)
+        if routed.opening:
+            self._demand.count(hashes[routed.opening - 1])
         if hashes:
-            if opening := self._branches.own_start(hashes):
-                self._demand.count(hashes[opening - 1])
             self._branches.record(hashes)
         if routed.presumed is not None and routed.presumed[0] == decision.worker_id:
             self._presumption.made(ticket, routed.presumed[1])
@@ -160,7 +160,7 @@ class Router:
         presumed = None
         if lookup is None:
             request = self._request(prompt_tokens, fleet, {}, request_key, home, hashes, None)
-            return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes))
+            return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes), opening=opening)
         if fleet.unfollowed:
             lookup = self._learned.merge(lookup, hashes, fleet.unfollowed)
             if home[0] is not None and not home[1]:
@@ -174,7 +174,7 @@ class Router:
                 self._request(prompt_tokens, fleet, lookup.matches, request_key, home, hashes, shared)
             )
         presumption = (presumed, own * self._chunk_size) if presumed is not None else None
-        return Routed(decision, lookup, len(hashes), lookup_s=lookup_s, presumed=presumption)
+        return Routed(decision, lookup, len(hashes), lookup_s=lookup_s, presumed=presumption, opening=opening)
 
     def prefill_done(self, routed: Routed) -> None:
         """The request's prefill finished (or the request failed): its tokens stop counting as in

@@ -100,6 +100,7 @@ class Routed:
     ticket: int = 0  # identifies the decision's in-flight record (0: none, a preview)
     lookup_s: float | None = None  # how long the index lookup took (None: it failed)
     presumed: tuple[WorkerId, int] | None = None  # (soft home, opening tokens) presumed to hold the prompt
+    opening: int = 0  # chunks of the prompt's shared opening (where the prompts seen part ways)
 
     @property
     def degraded(self) -> bool:
