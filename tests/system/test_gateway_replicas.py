@@ -92,11 +92,11 @@ async def test_two_gateways_serve_with_cache_hits_through_a_redis_restart_that_l
         sender = asyncio.create_task(traffic())
         try:
             await eventually(lambda: len(hits_by_phase["before"]) >= 6, timeout_s=60)
-            private_redis.stop()  # everything in Redis is gone with it
+            await asyncio.to_thread(private_redis.stop)  # everything in Redis is gone with it
             phase = "down"
             await eventually(lambda: _report_redis(http, gateways, reachable=False), timeout_s=30)
             await eventually(lambda: len(hits_by_phase["down"]) >= 6, timeout_s=60)
-            private_redis.start()
+            await asyncio.to_thread(private_redis.start)
             phase = "after"
             await eventually(lambda: _registered(private_redis.url), timeout_s=30)  # the worker is back in
             await eventually(lambda: _report_redis(http, gateways, reachable=True), timeout_s=30)

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Callable
 
+from kvgate.common.bounded_stop import stop_within
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import (
     ApplyResult,
@@ -33,6 +34,7 @@ from kvgate.workers.service.event_hub import EventHub, Subscription
 from kvgate.workers.service.holdings import EventItem
 
 log = logging.getLogger(__name__)
+_TASK_END_S = 2.0  # how long a cancelled publisher task may take to end (an index call in flight)
 
 
 class IndexPublisher:
@@ -79,7 +81,7 @@ class IndexPublisher:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await stop_within("the index publisher's task", self._task, _TASK_END_S)
             self._task = None
         if self._subscription is not None:
             self._subscription.close()

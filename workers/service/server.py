@@ -22,6 +22,7 @@ import grpc
 import torch
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
+from kvgate.common.bounded_stop import stop_within
 from kvgate.common.clock import Clock
 from kvgate.common.grpc_auth import RequireToken
 from kvgate.common.grpc_options import SERVER_OPTIONS
@@ -45,6 +46,7 @@ log = logging.getLogger(__name__)
 SERVICE_NAME = worker_pb2.DESCRIPTOR.services_by_name["KVWorker"].full_name
 _SERVING = health_pb2.HealthCheckResponse.SERVING
 _NOT_SERVING = health_pb2.HealthCheckResponse.NOT_SERVING
+_SLACK_S = 3.0  # how much longer than the grace a shutdown step may take before it is abandoned
 
 
 class WorkerServer:
@@ -143,14 +145,16 @@ class WorkerServer:
 
     async def stop(self) -> None:
         """Stops serving: NOT_SERVING, deregister, end the event streams, let running calls finish
-        within ``shutdown_grace_s``, stop the engine thread. Idempotent; safe after a failed start."""
+        within ``shutdown_grace_s``, stop the engine thread. Idempotent; safe after a failed start.
+        A step that hangs (an index or a gRPC peer that never answers) is abandoned after its
+        deadline, so the engine is always stopped."""
+        grace = self._config.shutdown_grace_s if self._config else 0.0
         await self._set_health(_NOT_SERVING)
-        await self._retire()
+        await stop_within("leaving the index", self._retire(), grace + _SLACK_S)
         if self._broken_task is not None:
-            await self._broken_task
+            await stop_within("leaving the index after a break", self._broken_task, grace + _SLACK_S)
         if self._server is not None:
-            grace = self._config.shutdown_grace_s if self._config else None
-            await self._server.stop(grace)
+            await stop_within("stopping the gRPC server", self._server.stop(grace), grace + _SLACK_S)
         if self.loop is not None:
             await self.loop.stop()
         if self.metrics is not None:

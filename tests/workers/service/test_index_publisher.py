@@ -3,6 +3,9 @@ deregister; and a Redis restart, through which the worker keeps serving and afte
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator
 
@@ -11,6 +14,7 @@ import pytest
 from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
 from kvgate.proto.ids import WorkerId
+from kvgate.workers.service import EngineUnavailableError
 from tests.index.conftest import drop_namespace
 from tests.support.real_workers import StartWorker
 from tests.support.redis_server import RedisServer
@@ -111,3 +115,30 @@ async def test_the_worker_serves_through_a_redis_restart_and_resyncs_after(
     assert not publisher.degraded
     await worker.stop()
     await index.close()
+
+
+class _DeafIndex(MemoryPrefixIndex):
+    """An index whose deregister never answers and ignores cancellation (a wedged client library)."""
+
+    released = asyncio.Event()
+
+    async def deregister(self, worker_id: WorkerId, epoch: int) -> bool:
+        while not self.released.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.released.wait()
+        return True
+
+
+async def test_the_worker_stops_although_leaving_the_index_hangs(
+    start_worker: StartWorker, caplog: pytest.LogCaptureFixture
+) -> None:
+    index = _DeafIndex(SETTINGS, SystemClock())
+    worker = await start_worker(index, shutdown_grace_s=0.2)
+    assert await eventually(lambda: index.workers())  # registered
+    with caplog.at_level(logging.WARNING):
+        await worker.stop()  # returns: the hanging step is abandoned after its deadline
+    assert "leaving the index did not finish" in caplog.text
+    assert worker.loop is not None
+    with pytest.raises(EngineUnavailableError, match="not running"):
+        await worker.loop.call(lambda engine: None)  # the engine was stopped all the same
+    index.released.set()
