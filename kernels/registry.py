@@ -1,5 +1,6 @@
-"""Kernel backends by name. ``"reference"`` (plain torch) always exists; ``"triton"`` needs the ``triton``
-package and is imported only when asked for, so ``kvgate.kernels`` imports without it."""
+"""Kernel backends by name. ``"reference"`` (plain torch, the specification) and ``"sdpa"`` (torch's fused
+attention, the fast path off the GPU) always exist; ``"triton"`` needs the ``triton`` package and is
+imported only when asked for, so ``kvgate.kernels`` imports without it."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from collections.abc import Callable
 
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.kernels.reference import ReferenceKernels
+from kvgate.kernels.sdpa import SdpaKernels
 
 
 def _triton() -> AttentionKernels:
@@ -21,6 +23,7 @@ def _triton() -> AttentionKernels:
 
 _FACTORIES: dict[str, Callable[[], AttentionKernels]] = {
     "reference": ReferenceKernels,
+    "sdpa": SdpaKernels,
     "triton": _triton,
 }
 

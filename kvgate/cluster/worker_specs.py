@@ -35,8 +35,8 @@ class Placement:
 
 
 def engine_config(settings: ClusterSettings, gpu: bool) -> EngineConfig:
-    """GPU: Triton kernels in bf16, the KV tier sized by free memory. CPU: the reference kernels in
-    float32 with a fixed number of blocks."""
+    """GPU: Triton kernels in bf16, the KV tier sized by free memory. CPU: the SDPA kernels in float32
+    with a fixed number of blocks."""
     kv = settings.kv
     common: dict[str, Any] = {"num_cpu_blocks": kv.num_cpu_blocks, "max_model_len": kv.max_model_len}
     if gpu:

@@ -164,7 +164,7 @@ def test_random_paged_batch_scatters_blocks_and_poisons_unowned_slots() -> None:
 
 def test_registry_builds_backends_by_name() -> None:
     assert get_kernels("reference").name == "reference"
-    with pytest.raises(KeyError, match="known: reference, triton"):
+    with pytest.raises(KeyError, match="known: reference, sdpa, triton"):
         get_kernels("cuda-magic")
 
 

@@ -13,6 +13,7 @@ import torch
 
 from kvgate.common.tokenizer import Tokenizer, load_tokenizer
 from kvgate.kernels import get_kernels
+from kvgate.workers.engine import DEFAULT_KERNEL_BACKEND
 from kvgate.workers.model import DecoderModel, load_model
 from tests.common.tokenizer.default_model import smollm2_gguf, transformers_module
 
@@ -31,6 +32,14 @@ def tokenizer(smollm2_path: Path) -> Tokenizer:
 
 @pytest.fixture(scope="session")
 def smollm2(smollm2_path: Path) -> DecoderModel:
+    """kvgate's load on the engine's default kernels (SDPA), fp32."""
+    kernels = get_kernels(DEFAULT_KERNEL_BACKEND)
+    return load_model(smollm2_path, kernels, device="cpu", dtype=torch.float32)
+
+
+@pytest.fixture(scope="session")
+def smollm2_reference(smollm2_path: Path) -> DecoderModel:
+    """kvgate's load on the reference kernels (the specification), fp32."""
     return load_model(smollm2_path, get_kernels("reference"), device="cpu", dtype=torch.float32)
 
 

@@ -8,7 +8,7 @@ with finish reason and usage. ``load_engine`` builds an engine from a model path
 """
 
 from kvgate.workers.engine.completion import Completion, run_to_completion
-from kvgate.workers.engine.config import EngineConfig, SchedulingLimits
+from kvgate.workers.engine.config import DEFAULT_KERNEL_BACKEND, EngineConfig, SchedulingLimits
 from kvgate.workers.engine.engine import LLMEngine
 from kvgate.workers.engine.factory import load_engine
 from kvgate.workers.engine.outputs import StepOutput
@@ -19,6 +19,7 @@ from kvgate.workers.engine.stats import EngineCounters, KVWaste
 
 __all__ = [
     "Completion",
+    "DEFAULT_KERNEL_BACKEND",
     "EngineConfig",
     "EngineCounters",
     "EngineRequest",

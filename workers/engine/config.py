@@ -10,6 +10,8 @@ from kvgate.kernels import kernel_names
 from kvgate.proto.layout import DEFAULT_TTL_S, CacheLayout
 from kvgate.workers.kv import KVCacheConfig
 
+DEFAULT_KERNEL_BACKEND = "sdpa"  # torch's fused attention: the fast path on any device
+
 DTYPES: dict[str, torch.dtype] = {
     "float32": torch.float32,
     "bfloat16": torch.bfloat16,
@@ -50,8 +52,10 @@ class EngineConfig:
       length, capped by the GPU tier's capacity (so one sequence always fits alone).
     - ``ttl_s``: default TTL of a cached block after its last use; ``cpu_ttl_s``: the least time a block
       offloaded to the CPU tier stays there.
-    - ``kernel_backend``: a name of ``kvgate.kernels.kernel_names()``; ``device``: a torch device string
-      (``cpu``, ``cuda``, ``cuda:1``); ``dtype``: ``float32``, ``bfloat16`` or ``float16``.
+    - ``kernel_backend``: a name of ``kvgate.kernels.kernel_names()`` (default ``sdpa``, torch's fused
+      attention; ``reference`` is the slow specification, ``triton`` the GPU kernels).
+    - ``device``: a torch device string (``cpu``, ``cuda``, ``cuda:1``); ``dtype``: ``float32``,
+      ``bfloat16`` or ``float16``.
     """
 
     cache: CacheLayout
@@ -62,7 +66,7 @@ class EngineConfig:
     max_model_len: int | None = None
     ttl_s: float = DEFAULT_TTL_S
     cpu_ttl_s: float = DEFAULT_TTL_S
-    kernel_backend: str = "reference"
+    kernel_backend: str = DEFAULT_KERNEL_BACKEND
     device: str = "cpu"
     dtype: str = "float32"
 

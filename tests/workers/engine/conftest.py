@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from kvgate.kernels import get_kernels
+from kvgate.workers.engine import DEFAULT_KERNEL_BACKEND
 from kvgate.workers.model import DecoderModel, load_model
 from tests.common.tokenizer.default_model import transformers_module
 from tests.workers.model.conftest import one_torch_thread  # noqa: F401 -- autouse, one thread here too
@@ -37,7 +38,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> TinyPair:
     transformers_module()
     folder = tmp_path_factory.mktemp(TINY_VARIANT)
     hf = save_tiny_model(TINY_VARIANT, folder)
-    return TinyPair(hf, load_model(folder, get_kernels("reference"), device="cpu"), folder)
+    return TinyPair(hf, load_model(folder, get_kernels(DEFAULT_KERNEL_BACKEND), device="cpu"), folder)
 
 
 @pytest.fixture(scope="session")

@@ -42,7 +42,8 @@ def engine_for(
     tokenizer: Tokenizer | None = None,
     clock: Clock | None = None,
 ) -> LLMEngine:
-    """A fresh engine (empty KV tiers, epoch 1) over an already loaded ``model`` (reference kernels)."""
+    """A fresh engine (empty KV tiers, epoch 1) over an already loaded ``model`` (the default kernels
+    for its block copies; attention runs on the kernels the model was loaded with)."""
     config = EngineConfig(
         cache,
         num_gpu_blocks=gpu_blocks,
@@ -51,7 +52,7 @@ def engine_for(
         max_model_len=max_model_len,
     )
     publisher = StepEventPublisher(WORKER, Epoch(1))
-    return LLMEngine(config, model, get_kernels("reference"), publisher, tokenizer=tokenizer,
+    return LLMEngine(config, model, get_kernels(config.kernel_backend), publisher, tokenizer=tokenizer,
                      clock=clock or ManualClock())  # fmt: skip
 
 

@@ -28,12 +28,16 @@ TOL = {"atol": 2e-5, "rtol": 1e-4}
 Pair = tuple[Any, DecoderModel]  # (transformers' model, ours)
 
 
-@pytest.fixture(scope="module", params=FAMILY_VARIANTS)
+BACKENDS = ("reference", "sdpa")  # the specification and the engine's fast path
+
+
+@pytest.fixture(scope="module", params=[(v, k) for v in FAMILY_VARIANTS for k in BACKENDS], ids=str)
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Pair:
+    variant, kernels = request.param
     transformers_module()
-    folder: Path = tmp_path_factory.mktemp(request.param)
-    hf = save_tiny_model(request.param, folder)
-    return hf, load_model(folder, get_kernels("reference"), device="cpu")
+    folder: Path = tmp_path_factory.mktemp(variant)
+    hf = save_tiny_model(variant, folder)
+    return hf, load_model(folder, get_kernels(kernels), device="cpu")
 
 
 def _hf(hf: Any, prompt: Sequence[int]) -> tuple[torch.Tensor, list[int]]:

@@ -37,12 +37,16 @@ class Pair:
     folder: Path
 
 
-@pytest.fixture(scope="module", params=sorted(VARIANTS))
+BACKENDS = ("reference", "sdpa")  # the specification and the engine's fast path
+
+
+@pytest.fixture(scope="module", params=[(v, k) for v in sorted(VARIANTS) for k in BACKENDS], ids=str)
 def pair(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Pair:
+    variant, kernels = request.param
     transformers_module()
-    folder = tmp_path_factory.mktemp(request.param)
-    hf = save_tiny_model(request.param, folder)
-    return Pair(hf, load_model(folder, get_kernels("reference"), device="cpu", dtype=torch.float32), folder)
+    folder = tmp_path_factory.mktemp(variant)
+    hf = save_tiny_model(variant, folder)
+    return Pair(hf, load_model(folder, get_kernels(kernels), device="cpu", dtype=torch.float32), folder)
 
 
 def _ids(n: int, seed: int) -> list[int]:

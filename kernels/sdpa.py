@@ -1,0 +1,174 @@
+"""``SdpaKernels``: the engine's fast path off the GPU, over torch's ``scaled_dot_product_attention``.
+
+Each call reads the paged cache once: a sequence's blocks are copied whole (one ``index_select`` per
+sequence in prefill, one for the whole batch in decode) into a dense buffer, which SDPA's fused kernel
+(a blockwise online softmax on CPU) attends without materialising score matrices. GQA is served by
+grouping query heads (decode) or by SDPA's grouped heads (prefill), never by copying K/V per head.
+
+Stale or NaN values in cache slots a sequence does not own never reach the output: prefill reads exactly
+``context_len`` tokens, and decode zeroes the padded rows of its buffer before attending. Soft-capped
+scores (Gemma 2) have no SDPA form: those calls go to the reference path. Accumulates in fp32 (SDPA's
+fused CPU kernel does for fp16 and bf16) and returns q's dtype, as the protocol asks.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from kvgate.kernels.block_transfer import copy_blocks_torch
+from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query
+from kvgate.kernels.reference import ReferenceKernels
+
+
+class SdpaKernels:
+    """``AttentionKernels`` over SDPA; any device, any float dtype (see the module docstring)."""
+
+    name = "sdpa"
+
+    def __init__(self) -> None:
+        self._reference = ReferenceKernels()
+
+    def write_kv(
+        self,
+        k: torch.Tensor,
+        v: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        slot_mapping: torch.Tensor,
+    ) -> None:
+        geometry = cache_geometry(k_cache, v_cache)
+        rows = (-1, geometry.num_kv_heads, geometry.head_dim)
+        keep = slot_mapping >= 0  # slot -1: skip the token
+        if not bool(keep.all()):
+            k, v, slot_mapping = k[keep], v[keep], slot_mapping[keep]
+        k_cache.view(rows).index_copy_(0, slot_mapping, k.to(k_cache.dtype))
+        v_cache.view(rows).index_copy_(0, slot_mapping, v.to(v_cache.dtype))
+
+    def prefill_attention(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        cu_seqlens_q: torch.Tensor,
+        context_lens: torch.Tensor,
+        scale: float,
+        *,
+        window: int | None = None,
+        softcap: float | None = None,
+    ) -> torch.Tensor:
+        if softcap is not None:
+            return self._reference.prefill_attention(
+                q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
+                window=window, softcap=softcap,
+            )  # fmt: skip
+        check_query(q, cache_geometry(k_cache, v_cache), k_cache)
+        check_block_tables(block_tables, context_lens)
+        out = torch.empty_like(q)
+        bounds, lens = cu_seqlens_q.tolist(), context_lens.tolist()
+        for b, context_len in enumerate(lens):
+            start, end = bounds[b], bounds[b + 1]
+            if end > start:
+                k, v = _context(k_cache, v_cache, block_tables[b], context_len)
+                out[start:end] = _causal(q[start:end], k, v, scale, window)
+        return out
+
+    def decode_attention(
+        self,
+        q: torch.Tensor,
+        k_cache: torch.Tensor,
+        v_cache: torch.Tensor,
+        block_tables: torch.Tensor,
+        context_lens: torch.Tensor,
+        scale: float,
+        *,
+        window: int | None = None,
+        softcap: float | None = None,
+    ) -> torch.Tensor:
+        if softcap is not None:
+            return self._reference.decode_attention(
+                q, k_cache, v_cache, block_tables, context_lens, scale, window=window, softcap=softcap
+            )
+        geometry = cache_geometry(k_cache, v_cache)
+        group = check_query(q, geometry, k_cache)
+        batch = check_block_tables(block_tables, context_lens)
+        if batch == 0:
+            return torch.empty_like(q)
+        k, v, visible = _padded_context(k_cache, v_cache, block_tables, context_lens, window)
+        grouped = q.view(batch, geometry.num_kv_heads, group, geometry.head_dim)  # [B, kvH, G, D]
+        out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=visible, scale=scale)
+        return out.reshape(q.shape)
+
+    def copy_blocks(
+        self,
+        src_k: torch.Tensor,
+        src_v: torch.Tensor,
+        dst_k: torch.Tensor,
+        dst_v: torch.Tensor,
+        src_ids: torch.Tensor,
+        dst_ids: torch.Tensor,
+    ) -> None:
+        copy_blocks_torch(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
+
+
+def _context(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, context_len: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sequence's first ``context_len`` tokens as dense k, v ``[context_len, kv_heads, D]``."""
+    block_size = k_cache.shape[1]
+    blocks = block_table[: -(-context_len // block_size)]
+    k = torch.index_select(k_cache, 0, blocks).flatten(0, 1)[:context_len]
+    v = torch.index_select(v_cache, 0, blocks).flatten(0, 1)[:context_len]
+    return k, v
+
+
+def _causal(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, window: int | None
+) -> torch.Tensor:
+    """q ``[Q, H, D]`` at the last ``Q`` positions of k, v ``[L, kvH, D]`` -> ``[Q, H, D]``; the query at
+    position ``i`` sees ``0..i`` (the last ``window`` of them with a window)."""
+    num_q, context_len = q.shape[0], k.shape[0]
+    qh, kh, vh = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
+    gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
+    if num_q == context_len and window is None:
+        out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=scale, **gqa)
+    else:
+        q_pos = torch.arange(context_len - num_q, context_len, device=q.device)[:, None]
+        k_pos = torch.arange(context_len, device=q.device)[None, :]
+        visible = k_pos <= q_pos  # [Q, L]
+        if window is not None:
+            visible &= k_pos > q_pos - window
+        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=visible, scale=scale, **gqa)
+    return out[0].transpose(0, 1)
+
+
+def _padded_context(
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_tables: torch.Tensor,
+    context_lens: torch.Tensor,
+    window: int | None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """Every sequence's context padded to the longest: k, v ``[B, kvH, T, D]`` (strided views) with the
+    padded rows zeroed, and the mask ``[B, 1, 1, T]`` of the positions each query sees (None when it
+    sees them all)."""
+    batch, block_size = block_tables.shape[0], k_cache.shape[1]
+    longest = int(context_lens.max())
+    blocks = block_tables[:, : -(-longest // block_size)].reshape(-1)
+    span = blocks.numel() // batch * block_size  # T: whole blocks
+    positions = torch.arange(span, device=k_cache.device)
+    lens = context_lens.to(positions.dtype)[:, None]
+    padding = positions[None, :] >= lens  # [B, T]
+    visible = ~padding
+    if window is not None:
+        visible &= positions[None, :] >= lens - window
+    shape = (batch, span, *k_cache.shape[2:])
+    k = torch.index_select(k_cache, 0, blocks).view(shape)
+    v = torch.index_select(v_cache, 0, blocks).view(shape)
+    padded_rows = padding.view(-1).nonzero().squeeze(1)
+    if padded_rows.numel():  # stale (even NaN) values there would survive a mask: 0 * NaN is NaN
+        k.view(batch * span, -1).index_fill_(0, padded_rows, 0)
+        v.view(batch * span, -1).index_fill_(0, padded_rows, 0)
+    mask = None if bool(visible.all()) else visible[:, None, None, :]
+    return k.transpose(1, 2), v.transpose(1, 2), mask

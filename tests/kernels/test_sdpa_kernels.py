@@ -1,0 +1,104 @@
+"""The SDPA backend (the engine's fast path off the GPU) against the reference on scattered paged batches
+whose unowned slots hold NaN: prefill with and without cached prefixes, decode over ragged contexts,
+windows, soft-capping, GQA groupings, fp32 / fp16 / bf16, and the KV write."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kvgate.kernels import ReferenceKernels, SdpaKernels, get_kernels
+from kvgate.kernels.testing import PagedBatch, random_paged_batch
+
+REF, FAST = ReferenceKernels(), SdpaKernels()
+HEADS = [(4, 4, 32), (4, 1, 64), (9, 3, 64), (8, 2, 80)]  # (num_heads, num_kv_heads, head_dim)
+TOLERANCE = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
+
+
+def _batch(
+    contexts: list[int], queries: list[int], heads: tuple[int, int, int], dtype: torch.dtype
+) -> PagedBatch:
+    num_heads, num_kv_heads, head_dim = heads
+    return random_paged_batch(
+        contexts, queries, num_heads=num_heads, num_kv_heads=num_kv_heads, head_dim=head_dim,
+        dtype=dtype, seed=sum(contexts) + num_heads,
+    )  # fmt: skip
+
+
+def _close(actual: torch.Tensor, expected: torch.Tensor, dtype: torch.dtype) -> None:
+    assert actual.dtype == expected.dtype == dtype
+    assert not actual.isnan().any()
+    torch.testing.assert_close(actual.float(), expected.float(), atol=TOLERANCE[dtype], rtol=0)
+
+
+def _prefill_args(batch: PagedBatch, scale: float) -> tuple:
+    return (batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.cu_seqlens_q, batch.context_lens,
+            scale)  # fmt: skip
+
+
+def _decode_args(batch: PagedBatch, scale: float) -> tuple:
+    return batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, scale
+
+
+def test_the_registry_serves_it() -> None:
+    assert get_kernels("sdpa").name == "sdpa"
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("heads", HEADS, ids=str)
+def test_prefill_matches_the_reference(heads: tuple[int, int, int], dtype: torch.dtype) -> None:
+    # whole prompts (the causal fast form), unaligned cached prefixes, one query after a long prefix, a
+    # sequence with no new token, one exactly one block long
+    batch = _batch([37, 50, 150, 100, 33, 16], [37, 13, 70, 1, 0, 16], heads, dtype)
+    args = _prefill_args(batch, 0.11)
+    _close(FAST.prefill_attention(*args), REF.prefill_attention(*args), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+@pytest.mark.parametrize("heads", HEADS, ids=str)
+@pytest.mark.parametrize(
+    "contexts", [[1, 15, 16, 17, 90, 200], [64] * 4, [33]], ids=["ragged", "even", "one"]
+)
+def test_decode_matches_the_reference(
+    heads: tuple[int, int, int], dtype: torch.dtype, contexts: list[int]
+) -> None:
+    batch = _batch(contexts, [1] * len(contexts), heads, dtype)
+    args = _decode_args(batch, 0.09)
+    _close(FAST.decode_attention(*args), REF.decode_attention(*args), dtype)
+
+
+@pytest.mark.parametrize(("window", "softcap"), [(5, None), (16, None), (1, None), (None, 2.0), (40, 3.0)])
+def test_window_and_softcap_match_the_reference(window: int | None, softcap: float | None) -> None:
+    options = {"window": window, "softcap": softcap}
+    batch = _batch([37, 50, 150, 33], [37, 13, 70, 0], (8, 2, 64), torch.float32)
+    args = _prefill_args(batch, 0.11)
+    _close(FAST.prefill_attention(*args, **options), REF.prefill_attention(*args, **options), torch.float32)
+    batch = _batch([1, 15, 17, 90, 200], [1] * 5, (8, 2, 64), torch.float32)
+    args = _decode_args(batch, 0.09)
+    _close(FAST.decode_attention(*args, **options), REF.decode_attention(*args, **options), torch.float32)
+
+
+def test_decode_equals_a_one_token_prefill() -> None:
+    batch = _batch([3, 40, 77], [1, 1, 1], (9, 3, 64), torch.float32)
+    decoded = FAST.decode_attention(*_decode_args(batch, 0.125))
+    prefilled = FAST.prefill_attention(*_prefill_args(batch, 0.125))
+    torch.testing.assert_close(decoded, prefilled, atol=1e-5, rtol=0)
+
+
+def test_write_kv_matches_the_reference_and_skips_slot_minus_one() -> None:
+    shape = (6, 4, 2, 8)  # 6 blocks of 4 tokens, 2 kv heads, head_dim 8
+    k, v = torch.randn(5, 2, 8), torch.randn(5, 2, 8)
+    slots = torch.tensor([3, 9, -1, 22, 0])
+    caches = {name: (torch.zeros(shape), torch.zeros(shape)) for name in ("ref", "fast")}
+    REF.write_kv(k, v, *caches["ref"], slots)
+    FAST.write_kv(k, v, *caches["fast"], slots)
+    assert torch.equal(caches["fast"][0], caches["ref"][0])
+    assert torch.equal(caches["fast"][1], caches["ref"][1])
+    assert torch.count_nonzero(caches["fast"][0].abs().sum(-1)) == 2 * 4  # 4 tokens stored, 2 heads each
+
+
+def test_write_kv_casts_to_the_cache_dtype() -> None:
+    cache = torch.zeros(2, 4, 1, 8, dtype=torch.bfloat16), torch.zeros(2, 4, 1, 8, dtype=torch.bfloat16)
+    k = torch.randn(1, 1, 8)
+    FAST.write_kv(k, k, *cache, torch.tensor([5]))
+    assert torch.equal(cache[0][1, 1], k[0].to(torch.bfloat16))
