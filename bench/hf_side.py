@@ -98,7 +98,7 @@ def hf_prefix_cache(model: Any, prefix: torch.Tensor) -> Any:
     """The KV cache of ``prefix`` ``[1, P]`` (one forward, untimed): what a transformers server keeps to
     reuse a shared prefix across requests."""
     with torch.inference_mode():
-        return model(prefix, use_cache=True).past_key_values
+        return model(prefix, use_cache=True, logits_to_keep=1).past_key_values  # not [P, vocab] logits
 
 
 def hf_cached_ttft_s(model: Any, cache: Any, prompt: torch.Tensor) -> float:
