@@ -1,7 +1,8 @@
 """Paged-attention kernels: KV-cache write, prefill (with cached prefix) and decode attention, block copy.
 
 ``get_kernels("reference")`` is the plain-torch specification; ``get_kernels("sdpa")`` the fast path off
-the GPU (torch's fused attention over the paged cache); ``get_kernels("triton")`` the GPU path. Cache layout and shape checks: ``geometry``; the interface: ``protocol.AttentionKernels``.
+the GPU (torch's fused attention over the paged cache); ``get_kernels("triton")`` the GPU path. Cache
+layout and shape checks: ``geometry``; the interface: ``protocol.AttentionKernels``.
 """
 
 from kvgate.kernels.geometry import CacheGeometry, cache_geometry, pool_dtype, pool_shape

@@ -14,7 +14,7 @@ fused CPU kernel does for fp16 and bf16) and returns q's dtype, as the protocol 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
+from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 from kvgate.kernels.block_transfer import copy_blocks_torch
 from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query
@@ -97,7 +97,7 @@ class SdpaKernels:
             return torch.empty_like(q)
         k, v, visible = _padded_context(k_cache, v_cache, block_tables, context_lens, window)
         grouped = q.view(batch, geometry.num_kv_heads, group, geometry.head_dim)  # [B, kvH, G, D]
-        out = F.scaled_dot_product_attention(grouped, k, v, attn_mask=visible, scale=scale)
+        out = sdpa(grouped, k, v, attn_mask=visible, scale=scale)
         return out.reshape(q.shape)
 
     def copy_blocks(
@@ -132,14 +132,14 @@ def _causal(
     qh, kh, vh = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
     gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
     if num_q == context_len and window is None:
-        out = F.scaled_dot_product_attention(qh, kh, vh, is_causal=True, scale=scale, **gqa)
+        out = sdpa(qh, kh, vh, is_causal=True, scale=scale, **gqa)
     else:
         q_pos = torch.arange(context_len - num_q, context_len, device=q.device)[:, None]
         k_pos = torch.arange(context_len, device=q.device)[None, :]
         visible = k_pos <= q_pos  # [Q, L]
         if window is not None:
             visible &= k_pos > q_pos - window
-        out = F.scaled_dot_product_attention(qh, kh, vh, attn_mask=visible, scale=scale, **gqa)
+        out = sdpa(qh, kh, vh, attn_mask=visible, scale=scale, **gqa)
     return out[0].transpose(0, 1)
 
 

@@ -18,8 +18,8 @@ from kvgate.workers.engine.sequence import RequestTimings, SeqStatus, Sequence
 from kvgate.workers.engine.stats import EngineCounters, KVWaste
 
 __all__ = [
-    "Completion",
     "DEFAULT_KERNEL_BACKEND",
+    "Completion",
     "EngineConfig",
     "EngineCounters",
     "EngineRequest",
