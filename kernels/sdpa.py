@@ -117,7 +117,7 @@ def _context(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One sequence's first ``context_len`` tokens as dense k, v ``[context_len, kv_heads, D]``."""
     block_size = k_cache.shape[1]
-    blocks = block_table[: -(-context_len // block_size)]
+    blocks = block_table[: -(-context_len // block_size)].long()  # int64: index_select's fast path
     k = torch.index_select(k_cache, 0, blocks).flatten(0, 1)[:context_len]
     v = torch.index_select(v_cache, 0, blocks).flatten(0, 1)[:context_len]
     return k, v
@@ -155,7 +155,7 @@ def _padded_context(
     sees them all)."""
     batch, block_size = block_tables.shape[0], k_cache.shape[1]
     longest = int(context_lens.max())
-    blocks = block_tables[:, : -(-longest // block_size)].reshape(-1)
+    blocks = block_tables[:, : -(-longest // block_size)].reshape(-1).long()  # int64: the fast path
     span = blocks.numel() // batch * block_size  # T: whole blocks
     positions = torch.arange(span, device=k_cache.device)
     lens = context_lens.to(positions.dtype)[:, None]

@@ -64,8 +64,8 @@ class DecoderLayer(nn.Module):
         self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attn: AttentionMetadata, cache: KVCache
     ) -> torch.Tensor:
         """x ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V into ``cache``."""
-        h = x + self.attn_post_norm(self.attn(self.attn_norm(x), cos, sin, attn, cache))
-        return h + self.mlp_post_norm(self.mlp(self.mlp_norm(h)))
+        h = self.attn_post_norm(self.attn(self.attn_norm(x), cos, sin, attn, cache)).add_(x)  # a new tensor
+        return self.mlp_post_norm(self.mlp(self.mlp_norm(h))).add_(h)  # residuals added in place
 
 
 class DecoderModel(nn.Module):

@@ -54,4 +54,4 @@ class GatedMLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x ``[T, hidden]`` -> ``[T, hidden]``."""
         gate, up = self.gate_up(x).split(self.intermediate, dim=-1)  # [T, I] each
-        return self.down(self.act(gate) * up)
+        return self.down(self.act(gate).mul_(up))  # act(gate) is a new tensor: multiplied in place

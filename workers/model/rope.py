@@ -74,5 +74,8 @@ def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch
     if dims < x.shape[-1]:
         return torch.cat([apply_rotary(x[..., :dims], cos, sin), x[..., dims:]], dim=-1)
     half = dims // 2
-    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)  # rotate_half
-    return x * cos[:, None, :] + rotated * sin[:, None, :]
+    sin = sin[:, None, :]
+    out = x * cos[:, None, :]
+    out[..., :half] -= x[..., half:] * sin[..., :half]  # + rotate_half(x) * sin, without building it
+    out[..., half:] += x[..., :half] * sin[..., half:]
+    return out
