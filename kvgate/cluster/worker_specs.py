@@ -35,14 +35,16 @@ class Placement:
 
 
 def engine_config(settings: ClusterSettings, gpu: bool) -> EngineConfig:
-    """GPU: Triton kernels in bf16, the KV tier sized by free memory. CPU: the SDPA kernels in float32
-    with a fixed number of blocks."""
+    """GPU: Triton kernels, the KV tier sized by free memory. CPU: the SDPA kernels with a fixed number
+    of blocks. The dtype is the settings' (``auto``: bfloat16 on a GPU, float32 on a CPU)."""
     kv = settings.kv
     common: dict[str, Any] = {"num_cpu_blocks": kv.num_cpu_blocks, "max_model_len": kv.max_model_len}
     if gpu:
+        dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype
         return EngineConfig(settings.cache, gpu_memory_fraction=kv.gpu_memory_fraction, device="cuda",
-                            dtype="bfloat16", kernel_backend="triton", **common)  # fmt: skip
-    return EngineConfig(settings.cache, num_gpu_blocks=kv.num_gpu_blocks, **common)
+                            dtype=dtype, kernel_backend="triton", **common)  # fmt: skip
+    dtype = "float32" if settings.dtype == "auto" else settings.dtype
+    return EngineConfig(settings.cache, num_gpu_blocks=kv.num_gpu_blocks, dtype=dtype, **common)
 
 
 def actor_specs(settings: ClusterSettings, count: int, gpu: bool) -> list[ActorSpec]:
