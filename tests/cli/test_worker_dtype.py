@@ -7,10 +7,11 @@ import pytest
 
 from kvgate.cli.cluster_args import settings_from
 from kvgate.cli.main import build_parser
+from kvgate.cluster.settings import ClusterSettings
 from kvgate.cluster.worker_specs import engine_config
 
 
-def _settings(*flags: str):  # noqa: ANN202 -- ClusterSettings
+def _settings(*flags: str) -> ClusterSettings:
     args = build_parser().parse_args(["up", *flags])
     return settings_from(args, local=True)
 
