@@ -150,25 +150,27 @@ def _padded_context(
     context_lens: torch.Tensor,
     window: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Every sequence's context padded to the longest: k, v ``[B, kvH, T, D]`` (strided views) with the
-    padded rows zeroed, and the mask ``[B, 1, 1, T]`` of the positions each query sees (None when it
-    sees them all)."""
+    """Every sequence's context padded to the longest, in whole blocks: k, v ``[B, kvH, T, D]``
+    (strided views) with the padded rows zeroed, and the mask ``[B, 1, 1, T]`` of the positions each
+    query sees (None when it sees them all: equal lengths filling their blocks, no window)."""
     batch, block_size = block_tables.shape[0], k_cache.shape[1]
-    longest = int(context_lens.max())
-    blocks = block_tables[:, : -(-longest // block_size)].reshape(-1).long()  # int64: the fast path
-    span = blocks.numel() // batch * block_size  # T: whole blocks
-    positions = torch.arange(span, device=k_cache.device)
-    lens = context_lens.to(positions.dtype)[:, None]
-    padding = positions[None, :] >= lens  # [B, T]
-    visible = ~padding
-    if window is not None:
-        visible &= positions[None, :] >= lens - window
+    lens = context_lens.tolist()  # one read of B lengths decides which masks this call needs
+    num_blocks = -(-max(lens) // block_size)
+    span = num_blocks * block_size  # T
+    blocks = block_tables[:, :num_blocks].reshape(-1).long()  # int64: index_select's fast path
     shape = (batch, span, *k_cache.shape[2:])
     k = torch.index_select(k_cache, 0, blocks).view(shape)
     v = torch.index_select(v_cache, 0, blocks).view(shape)
-    padded_rows = padding.view(-1).nonzero().squeeze(1)
-    if padded_rows.numel():  # stale (even NaN) values there would survive a mask: 0 * NaN is NaN
+    if min(lens) == span and window is None:
+        return k.transpose(1, 2), v.transpose(1, 2), None
+    positions = torch.arange(span, device=k_cache.device)
+    ends = context_lens.to(positions.dtype)[:, None]
+    padding = positions[None, :] >= ends  # [B, T]
+    if min(lens) < span:  # stale (even NaN) values there would survive a mask: 0 * NaN is NaN
+        padded_rows = padding.view(-1).nonzero().squeeze(1)
         k.view(batch * span, -1).index_fill_(0, padded_rows, 0)
         v.view(batch * span, -1).index_fill_(0, padded_rows, 0)
-    mask = None if bool(visible.all()) else visible[:, None, None, :]
-    return k.transpose(1, 2), v.transpose(1, 2), mask
+    visible = ~padding
+    if window is not None:
+        visible &= positions[None, :] >= ends - window
+    return k.transpose(1, 2), v.transpose(1, 2), visible[:, None, None, :]
