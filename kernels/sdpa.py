@@ -1,9 +1,11 @@
 """``SdpaKernels``: the engine's fast path off the GPU, over torch's ``scaled_dot_product_attention``.
 
-Each call reads the paged cache once: a sequence's blocks are copied whole (one ``index_select`` per
-sequence in prefill, one for the whole batch in decode) into a dense buffer, which SDPA's fused kernel
-(a blockwise online softmax on CPU) attends without materialising score matrices. GQA is served by
+Each call reads the paged cache once. Prefill copies a sequence's blocks whole (one ``index_select``)
+and attends them causally; decode gathers the batch's context in one ``index_select`` per pool over
+head-dim rows, ordered head-major (``[B, kv_heads, T, D]``), so that SDPA's fused kernel (a blockwise
+online softmax on CPU) reads dense memory and never materialises score matrices. GQA is served by
 grouping query heads (decode) or by SDPA's grouped heads (prefill), never by copying K/V per head.
+The pools must be contiguous (the engine allocates them so).
 
 Stale or NaN values in cache slots a sequence does not own never reach the output: prefill reads exactly
 ``context_len`` tokens, and decode zeroes the padded rows of its buffer before attending. Soft-capped
@@ -38,6 +40,7 @@ class SdpaKernels:
         slot_mapping: torch.Tensor,
     ) -> None:
         geometry = cache_geometry(k_cache, v_cache)
+        _check_contiguous(k_cache, v_cache)
         rows = (-1, geometry.num_kv_heads, geometry.head_dim)
         keep = slot_mapping >= 0  # slot -1: skip the token
         if not bool(keep.all()):
@@ -91,6 +94,7 @@ class SdpaKernels:
                 q, k_cache, v_cache, block_tables, context_lens, scale, window=window, softcap=softcap
             )
         geometry = cache_geometry(k_cache, v_cache)
+        _check_contiguous(k_cache, v_cache)
         group = check_query(q, geometry, k_cache)
         batch = check_block_tables(block_tables, context_lens)
         if batch == 0:
@@ -110,6 +114,11 @@ class SdpaKernels:
         dst_ids: torch.Tensor,
     ) -> None:
         copy_blocks_torch(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
+
+
+def _check_contiguous(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
+    if not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        raise ValueError("the sdpa kernels need contiguous KV pools (viewed as rows of head_dim values)")
 
 
 def _context(
@@ -150,27 +159,40 @@ def _padded_context(
     context_lens: torch.Tensor,
     window: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Every sequence's context padded to the longest, in whole blocks: k, v ``[B, kvH, T, D]``
-    (strided views) with the padded rows zeroed, and the mask ``[B, 1, 1, T]`` of the positions each
-    query sees (None when it sees them all: equal lengths filling their blocks, no window)."""
-    batch, block_size = block_tables.shape[0], k_cache.shape[1]
+    """Every sequence's context padded to the longest, in whole blocks: dense k, v ``[B, kvH, T, D]``
+    with the padded rows zeroed, and the mask ``[B, 1, 1, T]`` of the positions each query sees (None
+    when it sees them all: equal lengths filling their blocks, no window)."""
+    batch = block_tables.shape[0]
+    block_size, kv_heads, head_dim = k_cache.shape[1:]
     lens = context_lens.tolist()  # one read of B lengths decides which masks this call needs
     num_blocks = -(-max(lens) // block_size)
     span = num_blocks * block_size  # T
-    blocks = block_tables[:, :num_blocks].reshape(-1).long()  # int64: index_select's fast path
-    shape = (batch, span, *k_cache.shape[2:])
-    k = torch.index_select(k_cache, 0, blocks).view(shape)
-    v = torch.index_select(v_cache, 0, blocks).view(shape)
+    rows = _head_major_rows(block_tables[:, :num_blocks], block_size, kv_heads)
+    shape = (batch, kv_heads, span, head_dim)
+    k = torch.index_select(k_cache.view(-1, head_dim), 0, rows).view(shape)
+    v = torch.index_select(v_cache.view(-1, head_dim), 0, rows).view(shape)
     if min(lens) == span and window is None:
-        return k.transpose(1, 2), v.transpose(1, 2), None
+        return k, v, None
     positions = torch.arange(span, device=k_cache.device)
     ends = context_lens.to(positions.dtype)[:, None]
     padding = positions[None, :] >= ends  # [B, T]
     if min(lens) < span:  # stale (even NaN) values there would survive a mask: 0 * NaN is NaN
-        padded_rows = padding.view(-1).nonzero().squeeze(1)
-        k.view(batch * span, -1).index_fill_(0, padded_rows, 0)
-        v.view(batch * span, -1).index_fill_(0, padded_rows, 0)
+        padded_rows = padding[:, None, :].expand(batch, kv_heads, span).reshape(-1).nonzero().squeeze(1)
+        k.view(-1, head_dim).index_fill_(0, padded_rows, 0)
+        v.view(-1, head_dim).index_fill_(0, padded_rows, 0)
     visible = ~padding
     if window is not None:
         visible &= positions[None, :] >= ends - window
-    return k.transpose(1, 2), v.transpose(1, 2), visible[:, None, None, :]
+    return k, v, visible[:, None, None, :]
+
+
+def _head_major_rows(block_tables: torch.Tensor, block_size: int, kv_heads: int) -> torch.Tensor:
+    """The rows (of ``head_dim`` values) of a ``[num_blocks * block_size * kv_heads, head_dim]`` view of
+    the pool that hold ``[B, kv_heads, T, head_dim]`` in order: token ``t`` of sequence ``b``, kv head
+    ``h`` is row ``(table[b, t // bs] * bs + t % bs) * kv_heads + h``. One gather by these rows reads each
+    row once and writes the heads apart, so attention reads dense memory."""
+    device = block_tables.device
+    offsets = torch.arange(block_size, device=device)[None, :] * kv_heads  # [1, bs]
+    within = offsets + torch.arange(kv_heads, device=device)[:, None]  # [kvH, bs]
+    base = block_tables.long() * (block_size * kv_heads)  # [B, blocks]
+    return (base[:, None, :, None] + within[None, :, None, :]).reshape(-1)  # [B, kvH, blocks, bs]

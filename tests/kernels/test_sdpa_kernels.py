@@ -102,3 +102,10 @@ def test_write_kv_casts_to_the_cache_dtype() -> None:
     k = torch.randn(1, 1, 8)
     FAST.write_kv(k, k, *cache, torch.tensor([5]))
     assert torch.equal(cache[0][1, 1], k[0].to(torch.bfloat16))
+
+
+def test_a_strided_pool_is_refused_with_a_clear_error() -> None:
+    batch = _batch([20], [1], (4, 2, 32), torch.float32)
+    strided = batch.k_cache.transpose(0, 1).contiguous().transpose(0, 1)  # same shape, other strides
+    with pytest.raises(ValueError, match="contiguous KV pools"):
+        FAST.decode_attention(batch.q, strided, strided, batch.block_tables, batch.context_lens, 0.1)
