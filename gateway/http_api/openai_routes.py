@@ -15,6 +15,7 @@ from kvgate.gateway.core.spine import RequestCore
 from kvgate.gateway.core.textgen import TextDone
 from kvgate.gateway.errors import invalid
 from kvgate.gateway.http_api import openai_answers as answers
+from kvgate.gateway.http_api import openai_constraints
 from kvgate.gateway.http_api import openai_format as fmt
 from kvgate.gateway.http_api import openai_support as support
 from kvgate.gateway.http_api.auth import HttpAuth
@@ -45,13 +46,15 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
         text = body.prompts()[number]
         prompt = TextInput(text) if isinstance(text, str) else TokenInput(text)
         logprobs = body.logprobs
+    constraint, constraint_param = openai_constraints.constraint_of(body)
     return GenerateRequest(
         body.model,
         prompt,
-        _sampling(body) | {"logprobs": logprobs},
+        _sampling(body) | {"logprobs": logprobs, "constraint": constraint},
         tuple(body.stop_list()),
         cache_key=body.prompt_cache_key,
         client_salt=body.cache_salt or "",
+        constraint_param=constraint_param,
     )
 
 

@@ -80,8 +80,6 @@ _CHAT = (
     Refusal("functions", _nonempty, "`functions` are not supported by this server yet"),
     Refusal("function_call", lambda v: v is not None and v not in ("none", "auto"),
             "`function_call` needs `functions`, which are not supported by this server yet"),
-    Refusal("response_format", lambda v: v is not None and v.type != "text",
-            "`response_format` other than `text` is not supported by this server yet"),
     Refusal("modalities", lambda v: v is not None and "audio" in v,
             "audio output is not supported by this server (its model writes text)"),
     Refusal("audio", _set, "audio output is not supported by this server (its model writes text)"),

@@ -26,7 +26,8 @@ NULL_CHAT = {
          "frequency_penalty", "logit_bias", "user", "prompt_cache_key", "metadata", "store", "service_tier",
          "safety_identifier", "prompt_cache_retention", "top_k", "min_p", "repetition_penalty", "min_tokens",
          "stop_token_ids", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
-         "include_stop_str_in_output", "cache_salt", "max_tokens", "max_completion_tokens", "logprobs",
+         "include_stop_str_in_output", "cache_salt", "guided_json",
+         "max_tokens", "max_completion_tokens", "logprobs",
          "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls", "functions",
          "function_call", "modalities", "audio", "prediction", "reasoning_effort", "verbosity",
          "web_search_options", "echo", "add_generation_prompt", "continue_final_message",
@@ -96,7 +97,13 @@ UNSUPPORTED = [
     (CHAT, {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools",
      "`tools` are not supported"),
     (CHAT, {"tool_choice": "required"}, "tool_choice", "needs `tools`"),
-    (CHAT, {"response_format": {"type": "json_object"}}, "response_format", "other than `text`"),
+    (CHAT, {"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"not": {}}}}},
+     "response_format", "cannot be used for constrained decoding: Unimplemented keys: [\"not\"]"),
+    (CHAT, {"response_format": {"type": "json_schema"}}, "response_format", "needs a `json_schema` object"),
+    (COMPLETIONS, {"guided_json": {"type": "integer", "minimum": 2, "maximum": 1}}, "guided_json",
+     "Unsatisfiable schema"),
+    (CHAT, {"guided_json": {"type": "object"}, "response_format": {"type": "json_object"}}, "guided_json",
+     "not both"),
     (CHAT, {"modalities": ["text", "audio"]}, "modalities", "audio output is not supported"),
     (CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
      "messages.0.content.0", "`image_url` content is not supported by this server"),
@@ -127,6 +134,8 @@ BAD_TYPES = [
     {"messages": [{"role": "wizard", "content": "x"}]}, {"messages": []}, {"model": ""},
     {"messages": [{"role": "user", "content": "x", "mood": 1}]}, {"stop": 5}, {"stop_token_ids": [-1]},
     {"presence_penalty": 9}, {"logit_bias": {"5": 200}}, {"top_logprobs": 21}, {"seed": "1"},
+    {"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": [1]}}},
+    {"response_format": {"type": "yaml"}},
 ]  # fmt: skip
 
 
