@@ -1,7 +1,8 @@
 """Constrained decoding in the engine, on the tiny random model and its byte-level tokenizer: every
 output matches its JSON schema (greedy, sampled, and each fork of ``n``), the grammar ends the
 sequence (the tiny model has no EOS), a grammar outranks ``min_tokens`` where only its end is left, a
-schema that cannot compile is refused before anything runs, and no KV block leaks."""
+schema that cannot compile is refused before anything runs, and no KV block leaks. Then SmolLM2 with
+its own (GGUF) tokenizer answers a chat question in the schema's shape."""
 
 from __future__ import annotations
 
@@ -12,10 +13,13 @@ from typing import Any
 import jsonschema
 import pytest
 
+from kvgate.common.models import DEFAULT_MODEL_ID
 from kvgate.common.tokenizer import Tokenizer, tokenizer_from_hf_dir
 from kvgate.proto.constraint import OutputConstraint
+from kvgate.proto.layout import CacheLayout
 from kvgate.proto.sampling import FinishReason, SamplingParams
 from kvgate.workers.engine import GrammarCompiler, LLMEngine, run_to_completion
+from kvgate.workers.model import DecoderModel
 from tests.workers.engine.conftest import TinyPair
 from tests.workers.engine.helpers import assert_no_leak, engine_for, random_ids, request
 from tests.workers.service.tiny_model import write_byte_tokenizer
@@ -132,3 +136,18 @@ def test_compiled_grammars_are_cached_and_bounded(byte_tokenizer: Tokenizer) -> 
     compiler.compile(OutputConstraint.any_json_object())
     assert len(compiler) == 2
     assert compiler.compile(OutputConstraint.json_schema(FLAG)) is not first  # evicted, compiled again
+
+
+def test_smollm2_answers_in_the_schemas_shape(smollm2: DecoderModel, tokenizer: Tokenizer) -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+              "required": ["name", "age"], "additionalProperties": False}  # fmt: skip
+    cache = CacheLayout(DEFAULT_MODEL_ID, secret=b"t")
+    engine = engine_for(smollm2, gpu_blocks=32, cache=cache, tokenizer=tokenizer)
+    chat = [{"role": "user", "content": "Give me a JSON object with a person's name and age."}]
+    prompt = tokenizer.encode(tokenizer.apply_chat_template(chat), add_special_tokens=False).tolist()
+    done = run_to_completion(engine, [request("s", prompt, constrained(schema, max_tokens=60))])["s"]
+    answer = json.loads(tokenizer.decode(done.token_ids))  # no special token: the brace ended it, not EOS
+    jsonschema.validate(answer, schema)
+    assert answer["name"]  # a real model fills it with a name
+    assert done.finish_reason is FinishReason.STOP
+    assert_no_leak(engine)
