@@ -8,7 +8,8 @@ Schema features it supports.
 
 Every JSON schema is compiled with fixed separators (``", "`` between items, ``": "`` after keys) and
 no free whitespace: a model can then never stall a constrained generation in endless blanks, and the
-output reads like ``json.dumps``'s.
+output reads like ``json.dumps``'s. :data:`JSON_LAYOUT` is the same layout for a schema embedded in a
+Lark grammar (its ``x-guidance`` options).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import llguidance
 from kvgate.proto.constraint import ConstraintKind, OutputConstraint
 
 # How the JSON compiler lays out the output (llguidance's x-guidance options, applied last).
-_JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
+JSON_LAYOUT = {"whitespace_flexible": False, "item_separator": ", ", "key_separator": ": "}
 
 
 def grammar_of(constraint: OutputConstraint) -> str:
@@ -29,8 +30,10 @@ def grammar_of(constraint: OutputConstraint) -> str:
     :func:`grammar_error`."""
     if constraint.kind is ConstraintKind.JSON_SCHEMA:
         schema = json.loads(constraint.spec)
-        return llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=_JSON_LAYOUT)
-    raise ValueError(f"unknown constraint kind {constraint.kind!r}")  # pragma: no cover: one kind today
+        return llguidance.LLMatcher.grammar_from_json_schema(schema, overrides=JSON_LAYOUT)
+    if constraint.kind is ConstraintKind.LARK:
+        return llguidance.LLMatcher.grammar_from_lark(constraint.spec)
+    raise ValueError(f"unknown constraint kind {constraint.kind!r}")
 
 
 def grammar_error(constraint: OutputConstraint) -> str | None:

@@ -25,6 +25,7 @@ class ConstraintKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     CONSTRAINT_KIND_UNSPECIFIED: _ClassVar[ConstraintKind]
     CONSTRAINT_KIND_JSON_SCHEMA: _ClassVar[ConstraintKind]
+    CONSTRAINT_KIND_LARK: _ClassVar[ConstraintKind]
 
 class EventKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -43,6 +44,7 @@ FINISH_REASON_ABORT: FinishReason
 FINISH_REASON_ERROR: FinishReason
 CONSTRAINT_KIND_UNSPECIFIED: ConstraintKind
 CONSTRAINT_KIND_JSON_SCHEMA: ConstraintKind
+CONSTRAINT_KIND_LARK: ConstraintKind
 EVENT_KIND_UNSPECIFIED: EventKind
 EVENT_KIND_STORED: EventKind
 EVENT_KIND_OFFLOADED: EventKind

@@ -18,14 +18,15 @@ class ConstraintKind(StrEnum):
     """The syntax of a constraint's ``spec``."""
 
     JSON_SCHEMA = "json_schema"  # a JSON Schema as JSON text; the output is one JSON value valid against it
+    LARK = "lark"  # a grammar in llguidance's Lark dialect (``%json`` embeds a schema); used for tool calls
 
 
 @dataclass(frozen=True, slots=True)
 class OutputConstraint:
-    """``spec`` in ``kind``'s syntax: for JSON_SCHEMA, the JSON text of a schema (a JSON object).
-    ValueError on construction for an empty or oversized spec, or one that is not JSON of that shape.
-    Whether an engine can *compile* the schema is its own check (a schema can be well-formed JSON and
-    still use what no grammar engine supports)."""
+    """``spec`` in ``kind``'s syntax: for JSON_SCHEMA, the JSON text of a schema (a JSON object); for
+    LARK, a grammar's text. ValueError on construction for an empty or oversized spec, or a JSON_SCHEMA
+    one that is not JSON of that shape. Whether an engine can *compile* it is its own check (a schema
+    can be well-formed JSON and still use what no grammar engine supports)."""
 
     kind: ConstraintKind
     spec: str
@@ -36,12 +37,8 @@ class OutputConstraint:
             raise ValueError("constraint spec must be a non-empty str")
         if len(self.spec) > MAX_CONSTRAINT_CHARS:
             raise ValueError(f"constraint spec has {len(self.spec)} characters, over {MAX_CONSTRAINT_CHARS}")
-        try:
-            schema = json.loads(self.spec)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"the JSON schema is not valid JSON: {exc}") from None
-        if not isinstance(schema, dict):
-            raise ValueError("a JSON schema must be a JSON object")
+        if self.kind is ConstraintKind.JSON_SCHEMA:
+            _check_schema(self.spec)
 
     @classmethod
     def json_schema(cls, schema: dict[str, object]) -> OutputConstraint:
@@ -53,3 +50,13 @@ class OutputConstraint:
     def any_json_object(cls) -> OutputConstraint:
         """OpenAI's ``json_object`` mode: any JSON object."""
         return cls.json_schema({"type": "object"})
+
+
+def _check_schema(spec: str) -> None:
+    """ValueError unless ``spec`` is the JSON text of an object."""
+    try:
+        schema = json.loads(spec)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the JSON schema is not valid JSON: {exc}") from None
+    if not isinstance(schema, dict):
+        raise ValueError("a JSON schema must be a JSON object")

@@ -58,6 +58,7 @@ _KIND_TO_PROTO: Mapping[EventKind, common_pb2.EventKind] = {
 }
 _CONSTRAINT_TO_PROTO: Mapping[ConstraintKind, common_pb2.ConstraintKind] = {
     ConstraintKind.JSON_SCHEMA: common_pb2.CONSTRAINT_KIND_JSON_SCHEMA,
+    ConstraintKind.LARK: common_pb2.CONSTRAINT_KIND_LARK,
 }
 _TIER_FROM_PROTO = {v: k for k, v in _TIER_TO_PROTO.items()}
 _CONSTRAINT_FROM_PROTO = {v: k for k, v in _CONSTRAINT_TO_PROTO.items()}

@@ -45,12 +45,48 @@ class OtherPart(StrictBody):
     type: Literal["image_url", "input_audio", "file", "refusal", "video_url", "audio_url"]
 
 
+class FunctionCall(StrictBody):
+    """A call's function: ``arguments`` is JSON text (an object)."""
+
+    name: Text
+    arguments: Text
+
+
+class ToolCallPart(StrictBody):
+    """One call of an earlier assistant turn."""
+
+    id: Text
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class FunctionDef(StrictBody):
+    name: Annotated[Text, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: Text | None = None
+    parameters: _Object | None = None  # a JSON schema of the arguments; None: no arguments
+    strict: bool | None = None  # a required call is always valid; an `auto` one is read as written
+
+
+class ToolDef(StrictBody):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class FunctionName(StrictBody):
+    name: Text
+
+
+class NamedToolChoice(StrictBody):
+    type: Literal["function"]
+    function: FunctionName
+
+
 class ChatMessage(StrictBody):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: Text | list[TextPart | OtherPart] | None = None
     name: Text | None = None
     tool_call_id: Text | None = None
-    tool_calls: list[_Object] | None = None
+    tool_calls: list[ToolCallPart] | None = None
     function_call: _Object | None = None
     refusal: Text | None = None  # an assistant's earlier refusal: not part of the prompt
     audio: _Object | None = None
@@ -150,8 +186,8 @@ class ChatCompletionRequest(_Sampling):
     max_completion_tokens: _MaxTokens | None = None
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
-    tools: list[_Object] | None = None
-    tool_choice: Text | _Object | None = None
+    tools: list[ToolDef] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     functions: list[_Object] | None = None
     function_call: Text | _Object | None = None
