@@ -104,3 +104,22 @@ def test_a_row_processing_left_no_allowed_token_falls_back_to_its_raw_logits(
     out = masker.constrain(processed, raw, [state])
     assert out[0, brace] == raw[0, brace]
     assert (out[0] != NEG).sum() == 1
+
+
+def test_eos_is_allowed_only_where_the_output_is_a_complete_match(byte_tokenizer: Tokenizer) -> None:
+    eos = 257  # <|im_end|> plays the model's EOS here
+    compiler = GrammarCompiler(byte_tokenizer, 320, (eos,))
+    state = compiler.compile(OutputConstraint.json_schema({"type": "integer"})).start()
+    masker = GrammarMasker(compiler.vocab_size)
+
+    def eos_allowed() -> bool:
+        return bool(apply_token_bitmask(torch.zeros(1, 320), masker.fill([state]))[0, eos] == 0)
+
+    assert not eos_allowed()  # nothing written yet: not a match
+    state.advance(ids_of(byte_tokenizer, "-")[0])
+    assert not eos_allowed()  # "-" is no integer yet
+    state.advance(ids_of(byte_tokenizer, "7")[0])
+    assert eos_allowed()  # "-7" is complete, though more digits could follow
+    assert not state.complete
+    state.advance(eos)
+    assert state.complete
