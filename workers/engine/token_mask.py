@@ -42,10 +42,13 @@ class GrammarMasker:
         """``vocab_size``: the ids a grammar's mask covers (its compiler's ``vocab_size``);
         ``threads``: llguidance's mask workers (None: its default, most of the CPUs)."""
         self._words = bitmask_words(vocab_size)
-        self._executor = llguidance.LLExecutor(threads)
+        self._threads = threads
+        self._executor: llguidance.LLExecutor | None = None  # its thread pool starts with the first mask
 
     def fill(self, states: Sequence[GrammarState]) -> torch.Tensor:
         """The bitmasks ``[len(states), W]`` int32 (CPU) of what each state allows next."""
+        if self._executor is None:
+            self._executor = llguidance.LLExecutor(self._threads)
         bitmask = torch.full((len(states), self._words), -1, dtype=torch.int32)
         pairs = [(state.matcher, row) for row, state in enumerate(states)]
         self._executor.unsafe_compute_mask_ptr(pairs, bitmask.data_ptr(), self._words * 4, len(states))
