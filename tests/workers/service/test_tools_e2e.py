@@ -3,7 +3,8 @@
 context). ``required`` and a named ``tool_choice`` always yield valid calls to declared tools, sampled
 at temperature 1 (the grammar holds the model to them), ``parallel_tool_calls: false`` yields exactly
 one, calls stream as OpenAI streams them, a two-turn exchange (call, result, answer) works streaming
-and not, and an agent's repeated tool block is served from the cache."""
+and not, and an agent's repeated tool block is served from the cache. Then the same over Anthropic's
+``/v1/messages``: ``tool_use`` blocks, streamed as ``input_json_delta``, and ``tool_result`` turns."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jsonschema
 import openai
 import pytest
@@ -54,6 +56,7 @@ ASK: list[Any] = [{"role": "user", "content": "What is the weather in Oslo?"}]
 @dataclass
 class Stack:
     client: openai.AsyncOpenAI
+    url: str
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +78,7 @@ async def stack(smollm2_path: Path) -> AsyncIterator[Stack]:
         async with serve(gateway.app) as url:
             await eventually(lambda: gateway.dispatcher.routable_count() == 1)
             async with openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
-                yield Stack(client)
+                yield Stack(client, url)
     finally:
         await worker.stop()
 
@@ -185,3 +188,40 @@ async def test_an_agents_repeated_tool_block_is_cached(stack: Stack) -> None:
     # without its tools the prompt is ~30 tokens: a whole 128-token chunk can only be the tool block
     assert second.usage.prompt_tokens_details.cached_tokens >= 128
 
+
+
+ANTHROPIC_TOOLS = [{"name": name, "input_schema": schema} for name, schema in PARAMETERS.items()]
+ONE_CALL = {"type": "any", "disable_parallel_tool_use": True}
+
+
+def sse_events(text: str) -> list[dict]:
+    lines = [line for line in text.splitlines() if line.startswith("data: ")]
+    return [json.loads(line.removeprefix("data: ")) for line in lines]
+
+
+def streamed_input(events: list[dict]) -> str:
+    deltas = [e["delta"] for e in events if e["type"] == "content_block_delta"]
+    return "".join(d["partial_json"] for d in deltas if d["type"] == "input_json_delta")
+
+
+async def test_anthropic_tool_use_streamed_and_not_then_a_tool_result(stack: Stack) -> None:
+    body = {"model": MODEL, "max_tokens": MAX_OUTPUT, "messages": ASK, "tools": ANTHROPIC_TOOLS,
+            "tool_choice": ONE_CALL, "temperature": 1.0}  # fmt: skip
+    async with httpx.AsyncClient(base_url=stack.url, timeout=60) as http:
+        reply = (await http.post("/v1/messages", json=body)).json()
+        streamed = sse_events((await http.post("/v1/messages", json=body | {"stream": True})).text)
+        assert reply["stop_reason"] == "tool_use"
+        [use] = [b for b in reply["content"] if b["type"] == "tool_use"]
+        assert use["id"].startswith("toolu_")
+        assert_valid_call(use["name"], json.dumps(use["input"]))
+        starts = [e["content_block"] for e in streamed if e["type"] == "content_block_start"]
+        [tool] = [b for b in starts if b["type"] == "tool_use"]
+        assert_valid_call(tool["name"], streamed_input(streamed))
+        assert [e["delta"]["stop_reason"] for e in streamed if e["type"] == "message_delta"] == ["tool_use"]
+        result = [{"type": "tool_result", "tool_use_id": use["id"], "content": "4 C, clear"}]
+        history = [*ASK, {"role": "assistant", "content": [use]}, {"role": "user", "content": result}]
+        then = body | {"messages": history, "max_tokens": 8, "tool_choice": {"type": "none"}}
+        answer = (await http.post("/v1/messages", json=then)).json()
+    assert answer["stop_reason"] == "max_tokens"
+    assert [b["type"] for b in answer["content"]] == ["text"]
+    assert answer["content"][0]["text"]
