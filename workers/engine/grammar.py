@@ -127,9 +127,15 @@ class GrammarCompiler:
         return len(self._grammars)
 
     def _compile(self, constraint: OutputConstraint) -> Grammar:
+        """The grammar, its first mask computed on a copy: a grammar that cannot even start (one that
+        allows no output at all) is refused here, not found out by a running sequence."""
         matcher = llguidance.LLMatcher(self._ll_tokenizer(), grammar_of(constraint), log_level=0)
-        if matcher.is_error():
-            raise ValueError(f"the output constraint cannot be compiled: {matcher.get_error()}")
+        probe = matcher.deep_copy()
+        probe.compute_bitmask()
+        for failed in (matcher, probe):
+            if failed.is_error():
+                reason = failed.get_error().splitlines()[0]
+                raise ValueError(f"the output constraint cannot be compiled: {reason}")
         return Grammar(matcher)
 
     def _ll_tokenizer(self) -> llguidance.LLTokenizer:
