@@ -58,5 +58,7 @@ def _check_schema(spec: str) -> None:
         schema = json.loads(spec)
     except json.JSONDecodeError as exc:
         raise ValueError(f"the JSON schema is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ValueError("the JSON schema is nested too deeply") from None
     if not isinstance(schema, dict):
         raise ValueError("a JSON schema must be a JSON object")

@@ -90,6 +90,8 @@ INVALID_SAMPLING = [
                  id="constraint-not-json"),
     pytest.param(dict(constraint=common_pb2.OutputConstraint(kind=1, spec="[1]")), "JSON object",
                  id="constraint-not-an-object"),
+    pytest.param(dict(constraint=common_pb2.OutputConstraint(kind=1, spec="[" * 100_000 + "]" * 100_000)),
+                 "nested too deeply", id="constraint-nested-too-deeply"),
 ]
 
 
