@@ -4,8 +4,8 @@ written into the conversation, and the grammar that makes a required call valid.
 kvgate renders tools the same way for every model (its documented default, so every chat template
 works): the declarations go into the system message, between ``<tools>`` tags, one JSON object per line;
 earlier calls are written back into their assistant turns as ``<tool_call>`` blocks, and tool results
-become user turns between ``<tool_response>`` tags, the Hermes-style convention SmolLM2, Qwen and others
-are tuned on. The declarations lead the prompt, so an agent's repeated tool block is a cached prefix.
+become user turns between ``<tool_response>`` tags: the Hermes-style convention Qwen's templates, among
+others, use. The declarations lead the prompt, so an agent's repeated tool block is a cached prefix.
 
 A call the model writes is ``<tool_call>\\n{"name": ..., "arguments": {...}}\\n</tool_call>`` (see
 :mod:`kvgate.gateway.core.tool_calls` for reading it back). When a call is required (``required`` or a
