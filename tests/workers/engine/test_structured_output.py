@@ -152,3 +152,22 @@ def test_smollm2_answers_in_the_schemas_shape(smollm2: DecoderModel, tokenizer: 
     assert answer["name"]  # a real model fills it with a name
     assert done.finish_reason is FinishReason.STOP
     assert_no_leak(engine)
+
+
+def test_preempted_constrained_sequences_keep_their_grammar_and_same_output(
+    tiny: TinyPair, byte_tokenizer: Tokenizer
+) -> None:
+    small = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 0, "maximum": 9999},
+                                              "ok": {"type": "boolean"}},
+             "required": ["n", "ok"], "additionalProperties": False}  # fmt: skip  # ~22 tokens
+    prompts = [random_ids(n, seed=30 + n) for n in (10, 12, 14)]  # with the output: ~100 tokens, 26 blocks
+    requests = [request(f"r{i}", p, constrained(small, max_tokens=40)) for i, p in enumerate(prompts)]
+    roomy = run_to_completion(engine_for(tiny.ours, gpu_blocks=64, tokenizer=byte_tokenizer), requests)
+    tight = engine_for(tiny.ours, gpu_blocks=12, tokenizer=byte_tokenizer)  # 48 slots for three sequences
+    squeezed = run_to_completion(tight, requests)
+    assert tight.counters().preemptions > 0
+    for name, done in squeezed.items():
+        assert done.finish_reason is FinishReason.STOP
+        assert done.token_ids == roomy[name].token_ids  # recomputed, the grammar state carried over
+        jsonschema.validate(parsed(byte_tokenizer, done.token_ids), small)
+    assert_no_leak(tight)
