@@ -17,6 +17,7 @@ from kvgate.common.clock import Clock, SystemClock
 from kvgate.common.tokenizer import SegmentCache, SegmentedEncoder, Tokenizer
 from kvgate.gateway.core.admission import InFlightGate
 from kvgate.gateway.core.auth import Authenticator
+from kvgate.gateway.core.constraints import ConstraintChecker
 from kvgate.gateway.core.jobs import JobBuilder
 from kvgate.gateway.core.prompts import PromptEncoder
 from kvgate.gateway.core.spine import RequestCore
@@ -126,6 +127,7 @@ def _request_core(
         JobBuilder(settings, limiter),
         dispatcher,
         TextGenerator(dispatcher, tokenizer),
+        ConstraintChecker(),
         diagnostics,
     )
 

@@ -23,6 +23,7 @@ from collections.abc import Hashable, Mapping
 from typing import TypeVar
 
 from kvgate.proto import common_pb2
+from kvgate.proto.constraint import ConstraintKind, OutputConstraint
 from kvgate.proto.events import (
     MAX_ADMISSION_CHUNKS,
     Admission,
@@ -55,7 +56,12 @@ _KIND_TO_PROTO: Mapping[EventKind, common_pb2.EventKind] = {
     EventKind.EVICTED: common_pb2.EVENT_KIND_EVICTED,
     EventKind.CLEARED: common_pb2.EVENT_KIND_CLEARED,
 }
+_CONSTRAINT_TO_PROTO: Mapping[ConstraintKind, common_pb2.ConstraintKind] = {
+    ConstraintKind.JSON_SCHEMA: common_pb2.CONSTRAINT_KIND_JSON_SCHEMA,
+    ConstraintKind.LARK: common_pb2.CONSTRAINT_KIND_LARK,
+}
 _TIER_FROM_PROTO = {v: k for k, v in _TIER_TO_PROTO.items()}
+_CONSTRAINT_FROM_PROTO = {v: k for k, v in _CONSTRAINT_TO_PROTO.items()}
 _FINISH_FROM_PROTO = {v: k for k, v in _FINISH_TO_PROTO.items()}
 _KIND_FROM_PROTO = {v: k for k, v in _KIND_TO_PROTO.items()}
 
@@ -260,6 +266,8 @@ def sampling_params_to_proto(params: SamplingParams) -> common_pb2.SamplingParam
     for name in ("seed", "logprobs", "prompt_logprobs"):
         if getattr(params, name) is not None:
             setattr(msg, name, getattr(params, name))
+    if params.constraint is not None:
+        msg.constraint.CopyFrom(output_constraint_to_proto(params.constraint))
     return msg
 
 
@@ -279,8 +287,21 @@ def sampling_params_from_proto(msg: common_pb2.SamplingParams) -> SamplingParams
         ignore_eos=msg.ignore_eos,
         logit_bias=tuple(msg.logit_bias.items()),
         min_tokens=msg.min_tokens,
+        constraint=output_constraint_from_proto(msg.constraint) if msg.HasField("constraint") else None,
         **present,  # type: ignore[arg-type]  # keys are SamplingParams fields, values their types
     )
+
+
+def output_constraint_to_proto(constraint: OutputConstraint) -> common_pb2.OutputConstraint:
+    """A constraint: its kind and spec."""
+    kind = _lookup(_CONSTRAINT_TO_PROTO, constraint.kind, "constraint kind")
+    return common_pb2.OutputConstraint(kind=kind, spec=constraint.spec)
+
+
+def output_constraint_from_proto(msg: common_pb2.OutputConstraint) -> OutputConstraint:
+    """A constraint; ValueError for an UNSPECIFIED or unknown kind and for a spec
+    :class:`OutputConstraint` rejects (empty, not JSON, too long)."""
+    return OutputConstraint(_lookup(_CONSTRAINT_FROM_PROTO, msg.kind, "constraint kind"), msg.spec)
 
 
 def token_logprob_to_proto(logprob: TokenLogprob) -> common_pb2.TokenLogprobs:

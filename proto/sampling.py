@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
+from kvgate.proto.constraint import OutputConstraint
 from kvgate.proto.units import TokenCount
 
 DEFAULT_MAX_TOKENS = 16  # OpenAI's completions default; the HTTP layer sets its own for chat
@@ -46,6 +47,7 @@ class SamplingParams:
     EOS, stop token ids or stop strings can end the sequence; ``min_p`` in [0, 1], 0 = off.
     Outputs: ``logprobs`` None = none, k in [0, 20] = the sampled token's log-probability and the k
     most likely; ``prompt_logprobs`` the same for the prompt's tokens; ``n`` >= 1 choices.
+    ``constraint``: what every choice's output must match (structured output); None = free text.
     """
 
     temperature: float = 1.0
@@ -65,6 +67,7 @@ class SamplingParams:
     logprobs: int | None = None
     prompt_logprobs: int | None = None
     n: int = 1
+    constraint: OutputConstraint | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "temperature", _real("temperature", self.temperature))
@@ -86,6 +89,8 @@ class SamplingParams:
             if getattr(self, name) is not None:
                 _int_in(name, getattr(self, name), 0, MAX_LOGPROBS + 1)
         _int_in("n", self.n, 1, _U32_END)
+        if self.constraint is not None and not isinstance(self.constraint, OutputConstraint):
+            raise ValueError(f"constraint must be an OutputConstraint, got {self.constraint!r}")
 
     def _check_processing(self) -> None:
         for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_p"):

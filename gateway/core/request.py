@@ -62,7 +62,8 @@ class GenerateRequest:
     breakpoints of a :class:`ChatInput` are turned into one. ``client_salt`` splits the tenant's own
     cache, never reaches another's. ``deadline_s``: the client's own deadline (``time.monotonic``),
     if sooner than the gateway's. ``request_id``: the id the front already gave the request (unique;
-    None: the core assigns one).
+    None: the core assigns one). ``constraint_param``: the front's name of the field an output
+    constraint (``sampling["constraint"]``) came in, named when it is refused.
     """
 
     model: str
@@ -74,3 +75,4 @@ class GenerateRequest:
     client_salt: str = ""
     deadline_s: float | None = None
     request_id: str | None = None
+    constraint_param: str = "response_format"

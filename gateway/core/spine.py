@@ -17,6 +17,7 @@ import numpy as np
 
 from kvgate.gateway.core.admission import InFlightGate
 from kvgate.gateway.core.auth import Authenticator
+from kvgate.gateway.core.constraints import ConstraintChecker
 from kvgate.gateway.core.jobs import JobBuilder
 from kvgate.gateway.core.prompts import PromptEncoder
 from kvgate.gateway.core.request import ChatInput, GenerateRequest
@@ -46,6 +47,7 @@ class RequestCore:
         jobs: JobBuilder,
         dispatcher: Dispatcher,
         generator: TextGenerator,
+        constraints: ConstraintChecker,
         diagnostics: CacheDiagnostics | None = None,
     ) -> None:
         self.settings = settings
@@ -55,6 +57,7 @@ class RequestCore:
         self._jobs = jobs
         self._dispatcher = dispatcher
         self._generator = generator
+        self._constraints = constraints
         self._diagnostics = diagnostics
 
     @property
@@ -78,7 +81,8 @@ class RequestCore:
         """2-4. Scope, tokenize and hash ``request`` into a job. NOT_FOUND for another model,
         INVALID_REQUEST for anything the client got wrong, PERMISSION_DENIED for a namespace the
         tenant may not use, RATE_LIMITED / TOKENS_LIMITED past the tenant's token allowance (checked
-        and charged only when ``charge``: a dry run generates no tokens)."""
+        and charged only when ``charge``: a dry run generates no tokens). An output constraint that
+        cannot be compiled is INVALID_REQUEST naming ``request.constraint_param``."""
         self.check_model(request.model)
         ids = await self._encoder.encode(request.prompt)
         hint = request.cache_hint
@@ -88,6 +92,7 @@ class RequestCore:
         self._jobs.check_hint(hint)
         room = self._jobs.check_size(ids)
         sampling = self._jobs.sampling(request, len(ids), room)
+        await self._constraints.check(sampling.constraint, request.constraint_param)
         scope = cache_scope(caller, request.client_salt, shared, self.settings.cache)
         if charge:
             self._jobs.charge(caller, len(ids) + sampling.max_tokens)

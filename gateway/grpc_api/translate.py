@@ -59,6 +59,7 @@ def generate_request(
         cache_hint=_hint(request),
         client_salt=_client_salt(request.cache_salt),
         deadline_s=None if remaining is None else time.monotonic() + remaining,
+        constraint_param="sampling.constraint",
     )
 
 
@@ -149,6 +150,11 @@ def _sampling(msg: common_pb2.SamplingParams) -> dict[str, Any]:
             raise invalid(message, f"sampling.{name}")
     if msg.n > 1:
         raise invalid("`n` > 1 is not supported by the gRPC front (use the HTTP API)", "sampling.n")
+    if msg.HasField("constraint"):
+        try:
+            fields["constraint"] = convert.output_constraint_from_proto(msg.constraint)
+        except ValueError as exc:
+            raise invalid(str(exc), "sampling.constraint") from exc
     return fields
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 from kvgate.gateway.core.textgen import TextDelta, TextDone
+from kvgate.gateway.core.tool_calls import split_calls
+from kvgate.gateway.http_api.anthropic_tool_events import ToolBlocks
+from kvgate.gateway.http_api.anthropic_tools import tool_use_json
 from kvgate.proto.sampling import CacheHint, FinishReason, Usage
 
 _STOP_REASONS = {FinishReason.STOP: "end_turn", FinishReason.LENGTH: "max_tokens"}
@@ -31,15 +34,25 @@ def stop_reason(done: TextDone) -> tuple[str, str | None]:
     return _STOP_REASONS.get(done.finish_reason, "end_turn"), None
 
 
-def message(mid: str, model: str, text: str, done: TextDone, hint: CacheHint | None) -> dict[str, Any]:
-    """The whole answer of a non-streamed request."""
+def message(
+    mid: str, model: str, text: str, done: TextDone, hint: CacheHint | None,
+    tools: Collection[str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """The whole answer of a non-streamed request; ``tools``: the tools whose calls are read from it
+    (None: none are), each a ``tool_use`` block (then ``stop_reason`` is ``tool_use``)."""
     reason, sequence = stop_reason(done)
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if tools is not None:
+        words, calls = split_calls(text, tools)
+        content = [{"type": "text", "text": words}] if words or not calls else []
+        content += [tool_use_json(call) for call in calls]
+        reason = "tool_use" if calls and reason == "end_turn" else reason
     return {
         "id": mid,
         "type": "message",
         "role": "assistant",
         "model": model,
-        "content": [{"type": "text", "text": text}],
+        "content": content,
         "stop_reason": reason,
         "stop_sequence": sequence,
         "usage": usage_json(done.usage, hint),
@@ -52,11 +65,14 @@ def event(kind: str, payload: dict[str, Any]) -> bytes:
 
 
 def renderer(
-    mid: str, model: str, hint: CacheHint | None, prompt_tokens: int
+    mid: str, model: str, hint: CacheHint | None, prompt_tokens: int, tools: Collection[str] | None = None
 ) -> Callable[[TextDelta | TextDone], list[bytes]]:
     """Text stream -> Anthropic's events: message_start and content_block_start before the first
-    item, a content_block_delta per delta, then content_block_stop, message_delta, message_stop."""
+    item, a content_block_delta per delta, then content_block_stop, message_delta, message_stop. With
+    ``tools`` (the tools whose calls are read), each call is a ``tool_use`` block (see
+    :class:`ToolBlocks`) and a stream that called stops with ``tool_use``."""
     state = {"started": False}
+    blocks = None if tools is None else ToolBlocks(tools, event)
 
     def render(item: TextDelta | TextDone) -> list[bytes]:
         out: list[bytes] = []
@@ -64,11 +80,15 @@ def renderer(
             state["started"] = True
             out += _start(mid, model, usage_json(Usage(prompt_tokens), hint, 0))
         if isinstance(item, TextDelta):
+            if blocks is not None:
+                return out + blocks.text(item.text)
             if item.text:
                 delta = {"index": 0, "delta": {"type": "text_delta", "text": item.text}}
                 out.append(event("content_block_delta", delta))
             return out
-        return out + _finish(item, hint)
+        if blocks is None:
+            return [*out, event("content_block_stop", {"index": 0}), *_finish(item, hint)]
+        return out + blocks.end() + _finish(item, hint, blocks.called)
 
     return render
 
@@ -80,11 +100,11 @@ def _start(mid: str, model: str, usage: dict[str, int]) -> list[bytes]:
     return [event("message_start", {"message": shell}), event("content_block_start", block)]
 
 
-def _finish(done: TextDone, hint: CacheHint | None) -> list[bytes]:
+def _finish(done: TextDone, hint: CacheHint | None, called: bool = False) -> list[bytes]:
     reason, sequence = stop_reason(done)
+    reason = "tool_use" if called and reason == "end_turn" else reason
     delta = {"stop_reason": reason, "stop_sequence": sequence}
     return [
-        event("content_block_stop", {"index": 0}),
         event("message_delta", {"delta": delta, "usage": usage_json(done.usage, hint)}),
         event("message_stop", {}),
     ]

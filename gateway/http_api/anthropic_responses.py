@@ -16,6 +16,13 @@ class TextContent(BaseModel):
     text: str
 
 
+class ToolUseContent(BaseModel):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
 class MessageUsage(BaseModel):
     """``input_tokens`` excludes the cache reads and writes, as Anthropic counts them."""
 
@@ -30,8 +37,8 @@ class MessageAnswer(BaseModel):
     type: Literal["message"]
     role: Literal["assistant"]
     model: str
-    content: list[TextContent]
-    stop_reason: Literal["end_turn", "max_tokens", "stop_sequence"]
+    content: list[TextContent | ToolUseContent]
+    stop_reason: Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
     stop_sequence: str | None
     usage: MessageUsage
 

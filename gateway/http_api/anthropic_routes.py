@@ -11,6 +11,7 @@ from kvgate.gateway.http_api import anthropic_events as events
 from kvgate.gateway.http_api.anthropic_prompt import anthropic_request
 from kvgate.gateway.http_api.anthropic_responses import MESSAGES_RESPONSES
 from kvgate.gateway.http_api.anthropic_schemas import MessagesRequest
+from kvgate.gateway.http_api.anthropic_tools import readable_names
 from kvgate.gateway.http_api.auth import HttpAuth
 from kvgate.gateway.http_api.json_body import body_doc, json_body, most_items
 from kvgate.gateway.http_api.request_ids import with_id
@@ -30,13 +31,13 @@ def build_anthropic_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
         job = await core.prepare(with_id(anthropic_request(body), request), caller)
-        mid, hint = f"msg_{job.request_id}", job.cache_hint
+        mid, hint, tools = f"msg_{job.request_id}", job.cache_hint, readable_names(body)
         if not body.stream:
             answer = await collect_while_connected(core.generate(job), request)
             if answer is None:
                 return Response(status_code=CLIENT_CLOSED_REQUEST)
-            return JSONResponse(events.message(mid, body.model, *answer, hint))
-        render = events.renderer(mid, body.model, hint, job.prompt_tokens)
+            return JSONResponse(events.message(mid, body.model, *answer, hint, tools))
+        render = events.renderer(mid, body.model, hint, job.prompt_tokens, tools)
         return await stream_response(core.generate(job), render, anthropic=True)
 
     return router

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import replace
 
 from kvgate.gateway.core.textgen import ChoiceEnded, TextDelta, TextDone
 from kvgate.gateway.http_api import openai_format as fmt
+from kvgate.gateway.http_api.openai_tool_stream import ToolDeltas
 from kvgate.gateway.upstream.errors import UpstreamError
 from kvgate.proto.sampling import Usage
 
@@ -70,10 +71,14 @@ def _summed(dones: list[TextDone]) -> TextDone:
     return replace(dones[-1], usage=usage)
 
 
-def chat_renderer(rid: str, model: str, choices: int, usage: bool, logprobs: bool) -> Renderer:
+def chat_renderer(
+    rid: str, model: str, choices: int, usage: bool, logprobs: bool, tools: Collection[str] | None = None
+) -> Renderer:
     """OpenAI's chat chunks: the role of every choice first, then content (with its log-probabilities
-    when asked), each choice's finish as it ends, and the usage last when asked."""
+    when asked), each choice's finish as it ends, and the usage last when asked. With ``tools`` (the
+    functions whose calls are read), calls stream as ``tool_calls`` deltas (see :class:`ToolDeltas`)."""
     started = [False]
+    calls = None if tools is None else ToolDeltas(rid, model, tools)
 
     def render(item: Event) -> list[bytes]:
         out = []
@@ -82,11 +87,16 @@ def chat_renderer(rid: str, model: str, choices: int, usage: bool, logprobs: boo
             role = {"role": "assistant", "content": ""}
             out += [fmt.sse(fmt.chat_chunk(rid, model, role, index=i)) for i in range(choices)]
         if isinstance(item, TextDelta):
-            if item.text or item.logprobs:
-                lp = fmt.chat_logprobs(item.logprobs) if logprobs else None
+            lp = fmt.chat_logprobs(item.logprobs) if logprobs else None
+            if calls is not None:
+                out += calls.text(item.index, item.text, lp if item.logprobs else None)
+            elif item.text or item.logprobs:
                 out.append(fmt.sse(fmt.chat_chunk(rid, model, {"content": item.text}, None, item.index, lp)))
         elif isinstance(item, ChoiceEnded):
-            out.append(fmt.sse(fmt.chat_chunk(rid, model, {}, item.finish_reason.value, item.index)))
+            if calls is not None:
+                out += calls.end(item.index, item.finish_reason.value)
+            else:
+                out.append(fmt.sse(fmt.chat_chunk(rid, model, {}, item.finish_reason.value, item.index)))
         elif usage:
             out.append(fmt.sse(fmt.usage_chunk(rid, model, "chat.completion.chunk", item.usage)))
         return out

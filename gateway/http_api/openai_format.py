@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from kvgate.gateway.core.textgen import TextDone, TokenText
+from kvgate.gateway.core.tool_calls import split_calls
+from kvgate.gateway.core.tools import ToolCall
 from kvgate.proto.sampling import Usage
 
 
@@ -46,25 +48,39 @@ class Choice:
 
 
 def chat_response(
-    rid: str, model: str, choices: list[Choice], done: TextDone, logprobs: bool
-) -> dict[str, Any]:
+    rid: str, model: str, choices: list[Choice], done: TextDone, logprobs: bool,
+    tools: Collection[str] | None = None,
+) -> dict[str, Any]:  # fmt: skip
+    """``tools``: the functions whose calls are read from each choice's text (None: none are)."""
     return {
         "id": rid,
         "object": "chat.completion",
         "created": int(time.time()),
         "model": model,
-        "choices": [
-            {
-                "index": c.index,
-                "message": {"role": "assistant", "content": c.text},
-                "finish_reason": c.finish_reason or done.finish_reason.value,
-                "logprobs": chat_logprobs(c.logprobs) if logprobs else None,
-            }
-            for c in choices
-        ],
+        "choices": [_chat_choice(c, done, logprobs, tools) for c in choices],
         "usage": usage_json(done.usage),
         "kvgate": route_json(done),
     }
+
+
+def _chat_choice(c: Choice, done: TextDone, logprobs: bool, tools: Collection[str] | None) -> dict[str, Any]:
+    finish = c.finish_reason or done.finish_reason.value
+    message: dict[str, Any] = {"role": "assistant", "content": c.text}
+    if tools is not None:
+        content, calls = split_calls(c.text, tools)
+        message = {"role": "assistant", "content": content}
+        if calls:
+            message["tool_calls"] = [call_json(call) for call in calls]
+            finish = "tool_calls" if finish == "stop" else finish
+    return {"index": c.index, "message": message, "finish_reason": finish,
+            "logprobs": chat_logprobs(c.logprobs) if logprobs else None}  # fmt: skip
+
+
+def call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
+    """A tool call as OpenAI writes it (with its ``index`` in a stream's delta)."""
+    out: dict[str, Any] = {} if index is None else {"index": index}
+    function = {"name": call.name, "arguments": call.arguments}
+    return out | {"id": call.id, "type": "function", "function": function}
 
 
 def completion_response(

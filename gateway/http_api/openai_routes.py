@@ -13,8 +13,10 @@ from fastapi.responses import JSONResponse, Response
 from kvgate.gateway.core.request import ChatInput, GenerateRequest, PromptInput, TextInput, TokenInput
 from kvgate.gateway.core.spine import RequestCore
 from kvgate.gateway.core.textgen import TextDone
+from kvgate.gateway.core.tools import call_constraint
 from kvgate.gateway.errors import invalid
 from kvgate.gateway.http_api import openai_answers as answers
+from kvgate.gateway.http_api import openai_constraints, openai_tools
 from kvgate.gateway.http_api import openai_format as fmt
 from kvgate.gateway.http_api import openai_support as support
 from kvgate.gateway.http_api.auth import HttpAuth
@@ -38,9 +40,16 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
     ``number``); INVALID_REQUEST for a value kvgate cannot honour (see :mod:`.openai_support`)."""
     support.check(body)
     prompt: PromptInput
+    constraint, constraint_param = openai_constraints.constraint_of(body)
     if isinstance(body, ChatCompletionRequest):
-        prompt = ChatInput([{"role": m.role, "content": m.text()} for m in body.messages])
+        tools = openai_tools.tools_of(body)
+        prompt = ChatInput(openai_tools.conversation(body, tools))
         logprobs = (body.top_logprobs or 0) if body.logprobs else None
+        required = call_constraint(tools, openai_tools.choice_of(body, tools))
+        if required is not None and constraint is not None:
+            raise invalid("a required tool call and a `response_format` cannot be combined", "tool_choice")
+        if required is not None:
+            constraint, constraint_param = required, "tools"
     else:
         text = body.prompts()[number]
         prompt = TextInput(text) if isinstance(text, str) else TokenInput(text)
@@ -48,10 +57,11 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
     return GenerateRequest(
         body.model,
         prompt,
-        _sampling(body) | {"logprobs": logprobs},
+        _sampling(body) | {"logprobs": logprobs, "constraint": constraint},
         tuple(body.stop_list()),
         cache_key=body.prompt_cache_key,
         client_salt=body.cache_salt or "",
+        constraint_param=constraint_param,
     )
 
 
@@ -131,8 +141,9 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
     ) -> Response:
         job = await core.prepare(with_id(openai_request(body), request), caller)
         rid, logprobs = f"chatcmpl-{job.request_id}", bool(body.logprobs)
-        render = answers.chat_renderer(rid, body.model, body.choices, _usage_wanted(body), logprobs)
-        to_json = functools.partial(fmt.chat_response, rid, body.model, logprobs=logprobs)
+        tools = openai_tools.readable_names(body)
+        render = answers.chat_renderer(rid, body.model, body.choices, _usage_wanted(body), logprobs, tools)
+        to_json = functools.partial(fmt.chat_response, rid, body.model, logprobs=logprobs, tools=tools)
         return await _answer([core.generate(job)], body, to_json, render, request)
 
     @router.post("/v1/completions", response_model=None, responses=generation_responses(TextCompletion),

@@ -45,12 +45,48 @@ class OtherPart(StrictBody):
     type: Literal["image_url", "input_audio", "file", "refusal", "video_url", "audio_url"]
 
 
+class FunctionCall(StrictBody):
+    """A call's function: ``arguments`` is JSON text (an object)."""
+
+    name: Text
+    arguments: Text
+
+
+class ToolCallPart(StrictBody):
+    """One call of an earlier assistant turn."""
+
+    id: Text
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
+class FunctionDef(StrictBody):
+    name: Annotated[Text, Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$")]
+    description: Text | None = None
+    parameters: _Object | None = None  # a JSON schema of the arguments; None: no arguments
+    strict: bool | None = None  # a required call is always valid; an `auto` one is read as written
+
+
+class ToolDef(StrictBody):
+    type: Literal["function"]
+    function: FunctionDef
+
+
+class FunctionName(StrictBody):
+    name: Text
+
+
+class NamedToolChoice(StrictBody):
+    type: Literal["function"]
+    function: FunctionName
+
+
 class ChatMessage(StrictBody):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: Text | list[TextPart | OtherPart] | None = None
     name: Text | None = None
     tool_call_id: Text | None = None
-    tool_calls: list[_Object] | None = None
+    tool_calls: list[ToolCallPart] | None = None
     function_call: _Object | None = None
     refusal: Text | None = None  # an assistant's earlier refusal: not part of the prompt
     audio: _Object | None = None
@@ -69,9 +105,22 @@ class StreamOptions(StrictBody):
     continuous_usage_stats: bool | None = None  # extension (vLLM)
 
 
+class JsonSchemaFormat(StrictBody):
+    """OpenAI's ``response_format.json_schema``: the output must be valid against ``schema``. kvgate
+    enforces it by constrained decoding whatever ``strict`` says (strict or not, it always holds)."""
+
+    name: Annotated[Text, Field(min_length=1, max_length=64)]
+    description: Text | None = None
+    schema_: _Object | None = Field(default=None, alias="schema")  # None: any JSON object
+    strict: bool | None = None
+
+
 class ResponseFormat(StrictBody):
-    model_config = ConfigDict(extra="allow")
+    """``text`` (free text), ``json_object`` (any JSON object) or ``json_schema`` (one valid against
+    ``json_schema.schema``)."""
+
     type: Literal["text", "json_object", "json_schema"]
+    json_schema: JsonSchemaFormat | None = None
 
 
 class _Sampling(StrictBody):
@@ -90,6 +139,7 @@ class _Sampling(StrictBody):
     logit_bias: dict[str, _Bias] | None = None
     user: Annotated[Text, Field(max_length=256)] | None = None
     prompt_cache_key: Annotated[Text, Field(max_length=1024)] | None = None
+    response_format: ResponseFormat | None = None  # on completions too, as vLLM takes it
     # accepted, not acted on (see openai_support.IGNORED)
     metadata: dict[str, Text] | None = None
     store: bool | None = None
@@ -109,6 +159,8 @@ class _Sampling(StrictBody):
     # extension (vLLM): separates caches within the caller's tenant; mixed under the tenant's own salt on
     # the server, so it can never reach another tenant's cache, whatever its value
     cache_salt: Annotated[Text, Field(min_length=1, max_length=256)] | None = None
+    # extension (vLLM): the output must be valid against this JSON schema (response_format's json_schema)
+    guided_json: _Object | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -134,9 +186,8 @@ class ChatCompletionRequest(_Sampling):
     max_completion_tokens: _MaxTokens | None = None
     logprobs: bool | None = None
     top_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
-    response_format: ResponseFormat | None = None
-    tools: list[_Object] | None = None
-    tool_choice: Text | _Object | None = None
+    tools: list[ToolDef] | None = None
+    tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool | None = None
     functions: list[_Object] | None = None
     function_call: Text | _Object | None = None

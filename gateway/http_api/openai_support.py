@@ -30,7 +30,6 @@ IGNORED = (
     "service_tier",
     "safety_identifier",
     "prompt_cache_retention",
-    "parallel_tool_calls",
     "prediction",
     "reasoning_effort",
     "verbosity",
@@ -74,14 +73,11 @@ _SHARED = (
 )  # fmt: skip
 
 _CHAT = (
-    Refusal("tools", _nonempty, "`tools` are not supported by this server yet"),
-    Refusal("tool_choice", lambda v: v is not None and v not in ("none", "auto"),
-            "`tool_choice` needs `tools`, which are not supported by this server yet"),
-    Refusal("functions", _nonempty, "`functions` are not supported by this server yet"),
+    Refusal("functions", _nonempty, "`functions` (the deprecated form of `tools`) are not supported by this "
+                                    "server: declare them as `tools`"),
     Refusal("function_call", lambda v: v is not None and v not in ("none", "auto"),
-            "`function_call` needs `functions`, which are not supported by this server yet"),
-    Refusal("response_format", lambda v: v is not None and v.type != "text",
-            "`response_format` other than `text` is not supported by this server yet"),
+            "`function_call` (the deprecated form of `tool_choice`) is not supported by this server: use "
+            "`tool_choice`"),
     Refusal("modalities", lambda v: v is not None and "audio" in v,
             "audio output is not supported by this server (its model writes text)"),
     Refusal("audio", _set, "audio output is not supported by this server (its model writes text)"),
@@ -120,8 +116,10 @@ def check(body: ChatCompletionRequest | CompletionRequest) -> None:
 
 def _check_messages(body: ChatCompletionRequest) -> None:
     for i, message in enumerate(body.messages):
-        if message.tool_calls or message.function_call is not None:
-            raise invalid("tool calls in messages are not supported by this server yet", f"messages.{i}")
+        if message.function_call is not None or message.role == "function":
+            raise invalid("`function_call` and `function` messages (the deprecated form of tool calls) are "
+                          "not supported by this server: use `tool_calls` and `tool` messages",
+                          f"messages.{i}")  # fmt: skip
         parts = message.content if isinstance(message.content, list) else []
         for j, part in enumerate(parts):
             if isinstance(part, OtherPart) and not (part.type == "refusal" and message.role == "assistant"):

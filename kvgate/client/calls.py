@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from kvgate.proto import common_pb2, gateway_pb2
 
@@ -34,10 +36,12 @@ def request(
     cache_salt: str = "",
     prompt_cache_key: str = "",
     request_id: str = "",
+    json_schema: Mapping[str, Any] | None = None,
 ) -> gateway_pb2.GatewayRequest:
     """The ``GatewayRequest`` of exactly one of ``prompt`` (raw text), ``messages`` (a chat: dicts with
     ``role`` and ``content``) or ``token_ids``; ValueError otherwise. Sampling fields left None take
-    the gateway's defaults (``max_tokens`` 16, ``temperature`` 1)."""
+    the gateway's defaults (``max_tokens`` 16, ``temperature`` 1). ``json_schema``: the output must be
+    one JSON value valid against it (constrained decoding; None: free text)."""
     given = [name for name, value in (("prompt", prompt), ("messages", messages), ("token_ids", token_ids))
              if value is not None]  # fmt: skip
     if len(given) != 1:
@@ -46,6 +50,11 @@ def request(
     sampling = common_pb2.SamplingParams(
         max_tokens=max_tokens or 0, stop=list(stop), **{k: v for k, v in optional.items() if v is not None}
     )
+    if json_schema is not None:
+        spec = json.dumps(json_schema, separators=(",", ":"))
+        sampling.constraint.CopyFrom(
+            common_pb2.OutputConstraint(kind=common_pb2.CONSTRAINT_KIND_JSON_SCHEMA, spec=spec)
+        )
     message = gateway_pb2.GatewayRequest(
         model=model, sampling=sampling, cache_salt=cache_salt, prompt_cache_key=prompt_cache_key,
         request_id=request_id,

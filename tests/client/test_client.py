@@ -5,15 +5,16 @@ before any output is retried."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 import grpc
 import pytest
 
-from kvgate.client import AsyncKVGateClient, Chunk, Generation, KVGateClient, KVGateError
+from kvgate.client import AsyncKVGateClient, Chunk, Generation, KVGateClient, KVGateError, calls
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
-from kvgate.proto import gateway_pb2_grpc
+from kvgate.proto import common_pb2, gateway_pb2_grpc
 from tests.gateway.test_openai_api import LONG_SYSTEM
 from tests.support.certs import make_certs
 from tests.support.live_gateway import MODEL, LiveGateway, grpc_front, running_gateway
@@ -64,6 +65,19 @@ async def test_errors_keep_their_status_and_bad_arguments_are_caught_early(grpc_
         with pytest.raises(ValueError, match="exactly one"):
             await client.generate(prompt="hi", messages=CHAT)
     assert unknown.value.code is grpc.StatusCode.NOT_FOUND
+
+
+async def test_a_json_schema_travels_as_the_output_constraint(grpc_target: str) -> None:
+    schema = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+    sent = calls.request(prompt="hi", json_schema=schema)
+    assert sent.sampling.constraint.kind == common_pb2.CONSTRAINT_KIND_JSON_SCHEMA
+    assert json.loads(sent.sampling.constraint.spec) == schema
+    async with AsyncKVGateClient(grpc_target) as client:
+        await client.generate(prompt="hi", max_tokens=2, json_schema=schema)  # checked, then generated
+        with pytest.raises(KVGateError) as refused:
+            await client.generate(prompt="hi", json_schema={"type": "integer", "minimum": 2, "maximum": 1})
+    assert refused.value.code is grpc.StatusCode.INVALID_ARGUMENT
+    assert "Unsatisfiable schema" in refused.value.details
 
 
 async def test_only_unavailable_before_any_output_is_retried(live: LiveGateway, grpc_target: str) -> None:

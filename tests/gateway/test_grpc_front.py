@@ -36,6 +36,14 @@ def request(question: str, max_tokens: int = 4, model: str = MODEL) -> gateway_p
     )
 
 
+def constrained(schema: str) -> gateway_pb2.GatewayRequest:
+    req = request("json please")
+    req.sampling.constraint.CopyFrom(
+        common_pb2.OutputConstraint(kind=common_pb2.CONSTRAINT_KIND_JSON_SCHEMA, spec=schema)
+    )
+    return req
+
+
 async def generate(channel: grpc.aio.Channel, req: gateway_pb2.GatewayRequest) -> list:
     return [m async for m in gateway_pb2_grpc.KVGatewayStub(channel).Generate(req)]
 
@@ -139,7 +147,10 @@ async def test_cancelling_the_call_aborts_the_worker(live: LiveGateway, channel:
         (request("x", model="nope"), grpc.StatusCode.NOT_FOUND),
         (gateway_pb2.GatewayRequest(model=MODEL), grpc.StatusCode.INVALID_ARGUMENT),
         (request("x", max_tokens=100_000), grpc.StatusCode.INVALID_ARGUMENT),
+        (constrained('{"not": {}}'), grpc.StatusCode.INVALID_ARGUMENT),
+        (constrained("{oops"), grpc.StatusCode.INVALID_ARGUMENT),
     ],
+    ids=["model", "no-input", "max-tokens", "uncompilable-constraint", "constraint-not-json"],
 )
 async def test_bad_requests_are_statuses_with_messages(
     channel: grpc.aio.Channel, req: gateway_pb2.GatewayRequest, code: grpc.StatusCode
@@ -148,6 +159,15 @@ async def test_bad_requests_are_statuses_with_messages(
         await generate(channel, req)
     assert err.value.code() is code
     assert err.value.details()
+
+
+async def test_an_output_constraint_is_checked_and_passed_on(channel: grpc.aio.Channel) -> None:
+    answer = await generate(channel, constrained('{"type": "object"}'))
+    assert answer[-1].WhichOneof("kind") == "final"
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await generate(channel, constrained('{"type": "integer", "minimum": 2, "maximum": 1}'))
+    assert "sampling.constraint" in refused.value.details()
+    assert "Unsatisfiable schema" in refused.value.details()
 
 
 async def test_one_body_limit_for_http_and_grpc(live: LiveGateway, channel: grpc.aio.Channel) -> None:

@@ -4,6 +4,7 @@ with its TTL class, and usage splits cache reads from cache writes."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from kvgate.common.tokenizer import Tokenizer
 from tests.support.live_gateway import MODEL, LiveGateway
@@ -89,3 +90,40 @@ async def test_messages_errors_use_the_anthropic_format(live: LiveGateway) -> No
     assert bad_ttl.status_code == 400
     assert unknown.status_code == 404
     assert unknown.json()["error"]["type"] == "not_found_error"
+
+
+TOOL = {"name": "add", "input_schema": {"type": "object", "properties": {"a": {"type": "integer"}}}}
+USE = {"type": "tool_use", "id": "t", "name": "add", "input": {}}
+TOOL_REFUSALS = [
+    ({"tools": [TOOL], "tool_choice": {"type": "tool", "name": "sub"}}, "not among `tools`"),
+    ({"tool_choice": {"type": "any"}}, "no `tools` are declared"),
+    ({"tools": [TOOL, TOOL]}, "twice"),
+    ({"tools": [{"name": "f", "input_schema": {"type": "frog"}}], "tool_choice": {"type": "any"}}, "frog"),
+    ({"messages": [{"role": "user", "content": [USE]}]}, "belong to assistant turns"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "fragment"), TOOL_REFUSALS)
+async def test_tools_it_cannot_use_are_refused_in_a_sentence(
+    live: LiveGateway, change: dict, fragment: str
+) -> None:
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        reply = await http.post("/v1/messages", json=body("x") | change)
+    assert reply.status_code == 400, reply.text
+    assert reply.json()["error"]["type"] == "invalid_request_error"
+    assert fragment in reply.json()["error"]["message"]
+    assert not any(w.served for w in live.workers)
+
+
+async def test_a_breakpoint_on_a_tool_pins_the_system_message_with_the_tools(
+    live: LiveGateway, tokenizer: Tokenizer
+) -> None:
+    marked = [TOOL | {"cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        plain = await http.post("/v1/messages", json=body("x") | {"system": SYSTEM, "tools": [TOOL]})
+        pinned = await http.post("/v1/messages", json=body("x") | {"system": SYSTEM, "tools": marked})
+    assert plain.status_code == pinned.status_code == 200
+    hints = [h for w in live.workers for h in w.hints]
+    assert len(hints) == 1  # only the marked request carries a breakpoint
+    assert hints[0].ttl_s == 3600
+    assert hints[0].pinned_prefix_tokens > system_tokens(tokenizer) + 40  # the system message, then tools

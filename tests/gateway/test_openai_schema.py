@@ -15,6 +15,7 @@ from tests.support.live_gateway import LIMITS, MODEL, LiveGateway
 
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
 HI = [{"role": "user", "content": "hi"}]
+F_TOOL = {"type": "function", "function": {"name": "f"}}
 VALIDATOR_WORDING = ("Input should", "Extra inputs", "Field required", "Value error", "validation error")
 
 NULL_CHAT = {
@@ -26,7 +27,8 @@ NULL_CHAT = {
          "frequency_penalty", "logit_bias", "user", "prompt_cache_key", "metadata", "store", "service_tier",
          "safety_identifier", "prompt_cache_retention", "top_k", "min_p", "repetition_penalty", "min_tokens",
          "stop_token_ids", "ignore_eos", "skip_special_tokens", "spaces_between_special_tokens",
-         "include_stop_str_in_output", "cache_salt", "max_tokens", "max_completion_tokens", "logprobs",
+         "include_stop_str_in_output", "cache_salt", "guided_json",
+         "max_tokens", "max_completion_tokens", "logprobs",
          "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls", "functions",
          "function_call", "modalities", "audio", "prediction", "reasoning_effort", "verbosity",
          "web_search_options", "echo", "add_generation_prompt", "continue_final_message",
@@ -93,15 +95,30 @@ UNSUPPORTED = [
     (CHAT, {"n": 9}, "n", "`n` > 8 is not supported by this server"),
     (CHAT, {"top_logprobs": 2}, "top_logprobs", "needs `logprobs: true`"),
     (COMPLETIONS, {"echo": True, "logprobs": 1}, "echo", "`echo` with `logprobs`"),
-    (CHAT, {"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools",
-     "`tools` are not supported"),
-    (CHAT, {"tool_choice": "required"}, "tool_choice", "needs `tools`"),
-    (CHAT, {"response_format": {"type": "json_object"}}, "response_format", "other than `text`"),
+    (CHAT, {"tools": [F_TOOL, F_TOOL]}, "tools", "declares a function name twice"),
+    (CHAT, {"tool_choice": "required"}, "tool_choice", "no `tools` are declared"),
+    (CHAT, {"tools": [F_TOOL], "tool_choice": {"type": "function", "function": {"name": "g"}}}, "tool_choice",
+     "names `g`, which is not among `tools`"),
+    (CHAT, {"tools": [F_TOOL], "tool_choice": "required", "response_format": {"type": "json_object"}},
+     "tool_choice", "cannot be combined"),
+    (CHAT, {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "frog"}}}],
+            "tool_choice": "required"}, "tools", "Invalid type: frog"),
+    (CHAT, {"functions": [{"name": "f"}]}, "functions", "declare them as `tools`"),
+    (CHAT, {"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"not": {}}}}},
+     "response_format", "cannot be used for constrained decoding: Unimplemented keys: [\"not\"]"),
+    (CHAT, {"response_format": {"type": "json_schema"}}, "response_format", "needs a `json_schema` object"),
+    (COMPLETIONS, {"guided_json": {"type": "integer", "minimum": 2, "maximum": 1}}, "guided_json",
+     "Unsatisfiable schema"),
+    (CHAT, {"guided_json": {"type": "object"}, "response_format": {"type": "json_object"}}, "guided_json",
+     "not both"),
     (CHAT, {"modalities": ["text", "audio"]}, "modalities", "audio output is not supported"),
     (CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
      "messages.0.content.0", "`image_url` content is not supported by this server"),
-    (CHAT, {"messages": [*HI, {"role": "assistant", "tool_calls": [{"id": "c"}]}]}, "messages.1",
-     "tool calls in messages"),
+    (CHAT, {"messages": [*HI, {"role": "function", "name": "f", "content": "1"}]}, "messages.1",
+     "deprecated form of tool calls"),
+    (CHAT, {"messages": [*HI, {"role": "assistant", "tool_calls": [
+        {"id": "c", "type": "function", "function": {"name": "f", "arguments": "[1]"}}]}]},
+     "messages.1.tool_calls", "must be a JSON object"),
     (CHAT, {"include_stop_str_in_output": True}, "include_stop_str_in_output", "stop strings are never"),
     (CHAT, {"bogus": {"a": 1}}, "bogus", "Unrecognized request argument supplied: bogus"),
     (COMPLETIONS, {"suffix": "end"}, "suffix", "`suffix` (insertion) is not supported"),
@@ -127,6 +144,11 @@ BAD_TYPES = [
     {"messages": [{"role": "wizard", "content": "x"}]}, {"messages": []}, {"model": ""},
     {"messages": [{"role": "user", "content": "x", "mood": 1}]}, {"stop": 5}, {"stop_token_ids": [-1]},
     {"presence_penalty": 9}, {"logit_bias": {"5": 200}}, {"top_logprobs": 21}, {"seed": "1"},
+    {"response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": [1]}}},
+    {"response_format": {"type": "yaml"}},
+    {"tools": [{"type": "function", "function": {"name": "no spaces allowed"}}]},
+    {"tool_choice": "sometimes"},
+    {"messages": [*HI, {"role": "assistant", "tool_calls": [{"id": "c"}]}]},
 ]  # fmt: skip
 
 

@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvgate.proto import common_pb2, convert
+from kvgate.proto.constraint import ConstraintKind, OutputConstraint
 from kvgate.proto.events import Admission, EventBatch, EventKind, Holding, KVEvent, Snapshot
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.sampling import DEFAULT_MAX_TOKENS, CacheHint, FinishReason, SamplingParams, Usage
@@ -88,6 +89,12 @@ sampling_params = st.builds(
     stop=st.lists(st.text(min_size=1, max_size=8), max_size=4).map(tuple),
     stop_token_ids=st.lists(u32, max_size=4).map(tuple),
     ignore_eos=st.booleans(),
+    constraint=st.none()
+    | st.builds(
+        OutputConstraint.json_schema,
+        st.dictionaries(st.text(max_size=8), st.text(max_size=8) | st.integers(), max_size=3),
+    )
+    | st.builds(OutputConstraint, st.just(ConstraintKind.LARK), st.text(min_size=1, max_size=20)),
 )
 cache_hints = st.builds(CacheHint, u32, st.none() | st.integers(1, U32_MAX))
 

@@ -6,8 +6,9 @@ One :meth:`LLMEngine.step`, in order (the block manager's contract, see ``kvgate
 2. ``expire()``: drop cached blocks whose TTL passed;
 3. schedule: running decodes and prefill chunks, then admissions, preempting when blocks run out;
 4. ``end_step()`` -> the step's copy plan; run its offloads (GPU -> CPU), then its swap-ins (CPU -> GPU);
-5. one forward over every scheduled token; process the logits (penalties, biases), sample the sequences
-   whose prompt is done, and take the log-probabilities asked for;
+5. one forward over every scheduled token; process the logits (penalties, biases), mask the constrained
+   rows by their grammars, sample the sequences whose prompt is done, and take the log-probabilities
+   asked for;
 6. append the tokens, check stops, free finished sequences;
 7. publish what the worker now holds (one ``EventBatch``, queued for :meth:`take_events`).
 
@@ -28,11 +29,13 @@ import torch
 from kvgate.common.clock import Clock, SystemClock
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.kernels.protocol import AttentionKernels
+from kvgate.proto.constraint import OutputConstraint
 from kvgate.proto.events import EventBatch, Snapshot
 from kvgate.proto.ids import ChunkHash
 from kvgate.proto.sampling import FinishReason
 from kvgate.proto.workers import WorkerLoad
 from kvgate.workers.engine.config import EngineConfig
+from kvgate.workers.engine.grammar import Grammar, GrammarCompiler
 from kvgate.workers.engine.inbox import Inbox
 from kvgate.workers.engine.intake import SequenceFactory
 from kvgate.workers.engine.kv_pools import allocate_cpu_tier, blocks_for_fraction
@@ -46,6 +49,7 @@ from kvgate.workers.engine.scheduler import ScheduledItem, Scheduler
 from kvgate.workers.engine.sequence import Sequence
 from kvgate.workers.engine.stats import EngineCounters, KVWaste, kv_waste, tokens_to_prefill
 from kvgate.workers.engine.stopping import Stop
+from kvgate.workers.engine.token_mask import GrammarMasker
 from kvgate.workers.kv import EventPublisher, KVCacheManager, KVCounters
 from kvgate.workers.model import DecoderModel, ModelConfig, allocate_kv_caches
 
@@ -84,8 +88,11 @@ class LLMEngine:
         self.runner = ModelRunner(model, kernels, gpu, cpu, bs)
         self.scheduler = Scheduler(config.limits, self.kv)
         eos = frozenset(model.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids if tokenizer else ())
+        vocab = model.config.vocab_size
+        grammars = GrammarCompiler(tokenizer, vocab, eos) if tokenizer is not None else None
+        self._masker = GrammarMasker(grammars.vocab_size if grammars else vocab)
         self._factory = SequenceFactory(
-            config.cache, model.config.vocab_size, self.max_model_len, eos, config.ttl_s, device, tokenizer
+            config.cache, vocab, self.max_model_len, eos, config.ttl_s, device, tokenizer, grammars
         )
         self._inbox = Inbox()
         self._seqs: dict[str, list[Sequence]] = {}  # a request's choices, taken from the inbox, not finished
@@ -96,13 +103,20 @@ class LLMEngine:
 
     # -- any thread -------------------------------------------------------------------------------
 
-    def add_request(self, request: EngineRequest) -> tuple[ChunkHash, ...]:
+    def add_request(self, request: EngineRequest, grammar: Grammar | None = None) -> tuple[ChunkHash, ...]:
         """Queues ``request``; the next step takes it. Returns its prompt's chunk hashes (in chain
         order: what this worker publishes once they are stored). Thread-safe. Raises ValueError when
-        its id is in flight or it cannot run here (see :meth:`SequenceFactory.build`)."""
-        seq = self._factory.build(request)
+        its id is in flight or it cannot run here (see :meth:`SequenceFactory.build`). ``grammar``:
+        its output constraint, compiled by :meth:`compile_grammar` (None: compiled here if it has one)."""
+        seq = self._factory.build(request, grammar)
         self._inbox.add(seq)
         return seq.prompt.chunk_hashes
+
+    def compile_grammar(self, constraint: OutputConstraint) -> Grammar:
+        """``constraint`` compiled against the engine's tokenizer, from a bounded cache of recent ones.
+        Thread-safe; may take milliseconds, so an event loop calls it from a thread. ValueError, with
+        the reason, when it cannot be compiled."""
+        return self._factory.compile(constraint)
 
     def abort(self, request_id: str) -> bool:
         """Aborts a request at the next step boundary (its blocks are freed, its last output says
@@ -219,6 +233,7 @@ class LLMEngine:
         logits = logits[rows].float() if len(rows) > len(seqs) else logits.float()  # [R, vocab]
         vocab = logits.shape[-1]
         processed = process(logits, [s.processing(vocab) for s in forks])
+        processed = self._masker.constrain(processed, logits, [s.grammar for s in forks])
         tokens = sample(processed, [s.request.sampling for s in forks], [s.generator for s in forks])
         logprobs = self._logprobs(logits, forks, tokens)
         return [self._advance(seq, token, lp) for seq, token, lp in zip(forks, tokens, logprobs, strict=True)]

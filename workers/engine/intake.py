@@ -9,7 +9,9 @@ import torch
 
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.proto.chain import ChainRoots
+from kvgate.proto.constraint import OutputConstraint
 from kvgate.proto.layout import CacheLayout
+from kvgate.workers.engine.grammar import Grammar, GrammarCompiler
 from kvgate.workers.engine.logits import TokenHistory
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.sampler import make_generator
@@ -31,12 +33,18 @@ class SequenceFactory:
     default_ttl_s: float
     device: torch.device
     tokenizer: Tokenizer | None = None
+    grammars: GrammarCompiler | None = None  # None: constrained decoding is refused (no tokenizer)
 
-    def build(self, request: EngineRequest) -> Sequence:
+    def build(self, request: EngineRequest, grammar: Grammar | None = None) -> Sequence:
         """A waiting sequence for ``request``. Raises ValueError when the request cannot run here: a
         LoRA adapter (not supported), a prompt of ``max_model_len`` tokens or more, a token id outside
-        the vocabulary, or stop strings without a tokenizer."""
+        the vocabulary, stop strings without a tokenizer, or an output constraint that cannot be
+        compiled. ``grammar``: the request's constraint compiled already (see :meth:`compile`); None
+        compiles it here, on the caller's thread."""
         self._check(request)
+        constraint = request.sampling.constraint
+        if constraint is not None and grammar is None:
+            grammar = self.compile(constraint)
         ids = request.prompt_ids
         root = self._roots(request)
         prompt = Prompt.build(ids, root, block_size=self.cache.block_size, chunk_size=self.cache.chunk_size)
@@ -50,11 +58,20 @@ class SequenceFactory:
             generator=make_generator(request.sampling, self.device),
             token_ids=ids.tolist(),
             history=self._history(request),
+            grammar=None if grammar is None else grammar.start(),
         )
+
+    def compile(self, constraint: OutputConstraint) -> Grammar:
+        """``constraint`` compiled against the tokenizer (cached; may take milliseconds). ValueError
+        when it cannot be, or when this engine has no tokenizer."""
+        if self.grammars is None:
+            raise ValueError("output constraints need a tokenizer; this engine has none")
+        return self.grammars.compile(constraint)
 
     def fork(self, parent: Sequence, index: int) -> Sequence:
         """Choice ``index`` of ``parent``'s request, before its first token: its own id, stopper,
-        history and random stream; its cached tokens are the parent's (the prompt counts once)."""
+        history, random stream and grammar state (a copy of the parent's, still at the start); its
+        cached tokens are the parent's (the prompt counts once)."""
         request = parent.request
         return Sequence(
             request=request,
@@ -68,6 +85,7 @@ class SequenceFactory:
             history=self._history(request),
             index=index,
             cached=CachedTokens(),
+            grammar=None if parent.grammar is None else parent.grammar.fork(),
         )
 
     def _stopper(self, request: EngineRequest) -> StopChecker:

@@ -11,6 +11,7 @@ import torch
 
 from kvgate.proto.chain import ChainRoots
 from kvgate.proto.sampling import FinishReason, Usage
+from kvgate.workers.engine.grammar import GrammarState
 from kvgate.workers.engine.logits import Processing, TokenHistory
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.stopping import Stop, StopChecker
@@ -50,7 +51,8 @@ class Sequence:
     the block manager's eviction mark when the engine took the request; ``evicted_predicted_tokens``:
     predicted cached tokens lost to evictions after that (set at the first admission). ``index``: the
     choice it samples; choices after 0 are forks of choice 0 (see ``LLMEngine``), with their own
-    ``seq_id``, stopper and random stream.
+    ``seq_id``, stopper, random stream and grammar state. ``grammar``: where the output stands in its
+    constraint (None: free text); it ends the sequence once the output is a complete match.
     """
 
     request: EngineRequest
@@ -65,6 +67,7 @@ class Sequence:
     status: SeqStatus = SeqStatus.WAITING
     cached: CachedTokens | None = None
     history: TokenHistory | None = None  # generated-token counts, for penalties
+    grammar: GrammarState | None = None  # the output's constraint, followed token by token
     index: int = 0  # which of the request's n choices (0: the one that prefilled the prompt)
     eviction_mark: int = 0
     evicted_predicted_tokens: int = 0
@@ -95,7 +98,8 @@ class Sequence:
             self.history.add(token_id)
         if self.first_token_s is None:
             self.first_token_s = time.perf_counter()
-        return self.stopper.check(token_id, self.num_tokens - self.num_prompt_tokens, self.num_tokens)
+        stop = self.stopper.check(token_id, self.num_tokens - self.num_prompt_tokens, self.num_tokens)
+        return stop if self.grammar is None else self.grammar.stop(token_id, stop)
 
     @property
     def forks_pending(self) -> bool:

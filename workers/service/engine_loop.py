@@ -31,7 +31,7 @@ import torch
 
 from kvgate.proto.events import EventBatch
 from kvgate.proto.ids import ChunkHash
-from kvgate.workers.engine import EngineRequest, LLMEngine, StepOutput
+from kvgate.workers.engine import EngineRequest, Grammar, LLMEngine, StepOutput
 from kvgate.workers.service.engine_stats import EngineStats
 from kvgate.workers.service.errors import (
     AdmissionFullError,
@@ -125,10 +125,20 @@ class EngineLoop:
         if self._stall_timeout_s is not None:
             self._watchdog = asyncio.create_task(self._watch_stall(), name="kvgate-engine-stall-watchdog")
 
-    def submit(self, request: EngineRequest) -> RequestStream:
+    async def compile_grammar(self, request: EngineRequest) -> Grammar | None:
+        """``request``'s output constraint compiled against the engine's tokenizer, on a worker thread
+        (compiling can take milliseconds); None when it has none. ValueError when it cannot be compiled."""
+        constraint = request.sampling.constraint
+        if constraint is None:
+            return None
+        return await asyncio.to_thread(self._engine.compile_grammar, constraint)
+
+    def submit(self, request: EngineRequest, grammar: Grammar | None = None) -> RequestStream:
         """Hands ``request`` to the engine; returns its output stream. Raises EngineUnavailableError
         (broken or stopping), DuplicateRequestError, AdmissionFullError, or ValueError when the
-        engine cannot run it (prompt too long, token id outside the vocabulary, ...)."""
+        engine cannot run it (prompt too long, token id outside the vocabulary, ...). ``grammar``: its
+        output constraint from :meth:`compile_grammar` (None with a constraint: compiled here, on the
+        event loop's thread)."""
         self._check_usable()
         if request.request_id in self._sinks:
             raise DuplicateRequestError(f"request {request.request_id!r} is already in flight")
@@ -136,7 +146,7 @@ class EngineLoop:
             raise AdmissionFullError(f"the worker holds {len(self._sinks)} requests, its limit")
         if not self._sinks:
             self._progress_s = time.monotonic()  # the stall clock starts with the work
-        chunks = self._engine.add_request(request)  # validates; thread-safe
+        chunks = self._engine.add_request(request, grammar)  # validates; thread-safe
         stream = self._sinks.open(request.request_id, self._detach)
         self._wake()
         try:  # an announcement is a hint: it never fails the request it announces

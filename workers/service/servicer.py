@@ -102,7 +102,9 @@ class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
         self, request: worker_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> RequestStream:
         try:
-            return self._loop.submit(messages.engine_request(request))
+            engine_request = messages.engine_request(request)
+            grammar = await self._loop.compile_grammar(engine_request)  # off the loop: it may take a while
+            return self._loop.submit(engine_request, grammar)
         except (ValueError, DuplicateRequestError, AdmissionFullError, EngineUnavailableError) as exc:
             code = next(c for kind, c in _REFUSALS.items() if isinstance(exc, kind))
             await context.abort(code, str(exc))

@@ -87,6 +87,11 @@ async def test_a_stop_string_ends_the_stream_and_is_reported(
     assert len(stopped.tokens) < 30
 
 
+def _constrained(kind: int, spec: str) -> worker_pb2.GenerateRequest:
+    sampling = common_pb2.SamplingParams(constraint=common_pb2.OutputConstraint(kind=kind, spec=spec))
+    return worker_pb2.GenerateRequest(request_id="c", prompt_token_ids=[1, 2], sampling=sampling)
+
+
 @pytest.mark.parametrize(
     ("request_", "fragment"),
     [
@@ -106,8 +111,12 @@ async def test_a_stop_string_ends_the_stream_and_is_reported(
             ),
             "top_p",
         ),
+        (_constrained(common_pb2.CONSTRAINT_KIND_JSON_SCHEMA, '{"not": {}}'), "cannot be compiled"),
+        (_constrained(common_pb2.CONSTRAINT_KIND_JSON_SCHEMA, '{"type": "str'), "not valid JSON"),
+        (_constrained(common_pb2.CONSTRAINT_KIND_UNSPECIFIED, "{}"), "constraint kind"),
     ],
-    ids=["empty-prompt", "prompt-too-long", "out-of-vocab", "no-request-id", "temperature", "top-p"],
+    ids=["empty-prompt", "prompt-too-long", "out-of-vocab", "no-request-id", "temperature", "top-p",
+         "uncompilable-schema", "schema-not-json", "constraint-kind-unset"],
 )
 async def test_bad_requests_are_invalid_argument(
     start_worker: StartWorker, request_: worker_pb2.GenerateRequest, fragment: str

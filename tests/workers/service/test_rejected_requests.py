@@ -64,7 +64,12 @@ def chat(**changes: object) -> bytes:
     return json.dumps(GOOD | changes).encode()
 
 
+def json_schema(schema: dict) -> dict:
+    return {"type": "json_schema", "json_schema": {"name": "n", "schema": schema}}
+
+
 CHAT, COMPLETIONS = "/v1/chat/completions", "/v1/completions"
+UNSATISFIABLE = {"type": "integer", "minimum": 2, "maximum": 1}
 LONG = [{"role": "user", "content": "x" * (MAX_MODEL_LEN + 100)}]  # one byte token per character
 BAD = [
     (CHAT, chat(messages=LONG)),  # passes the gateway; the worker refuses it
@@ -79,6 +84,9 @@ BAD = [
     (CHAT, b'{"model": "tiny", "messages": [{"role": "user", "content": "\xff"}]}'),
     (CHAT, b"[" * 50_000),
     (CHAT, chat(bogus=True)),
+    (CHAT, chat(response_format=json_schema({"not": {}}))),  # the gateway refuses what cannot compile
+    (CHAT, chat(response_format=json_schema({"type": "object", "properties": {"a": {"pattern": "(?<=a)"}}}))),
+    (COMPLETIONS, json.dumps({"model": MODEL, "prompt": "x", "guided_json": UNSATISFIABLE}).encode()),
 ]
 
 
