@@ -19,6 +19,7 @@ import torch
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 from kvgate.kernels.block_transfer import copy_blocks_torch
+from kvgate.kernels.decode_plan import PlanMemo
 from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query
 from kvgate.kernels.reference import ReferenceKernels
 
@@ -30,6 +31,7 @@ class SdpaKernels:
 
     def __init__(self) -> None:
         self._reference = ReferenceKernels()
+        self._plans = PlanMemo()  # a decode step's gather rows and masks, shared by its layers
 
     def write_kv(
         self,
@@ -99,10 +101,16 @@ class SdpaKernels:
         batch = check_block_tables(block_tables, context_lens)
         if batch == 0:
             return torch.empty_like(q)
-        k, v, visible = _padded_context(k_cache, v_cache, block_tables, context_lens, window)
-        grouped = q.view(batch, geometry.num_kv_heads, group, geometry.head_dim)  # [B, kvH, G, D]
-        out = sdpa(grouped, k, v, attn_mask=visible, scale=scale)
-        return out.reshape(q.shape)
+        kv_heads, head_dim = geometry.num_kv_heads, geometry.head_dim
+        plan = self._plans.plan(block_tables, context_lens, window, geometry.block_size, kv_heads)
+        shape = (batch, kv_heads, plan.span, head_dim)
+        k = torch.index_select(k_cache.view(-1, head_dim), 0, plan.rows).view(shape)  # dense, head-major
+        v = torch.index_select(v_cache.view(-1, head_dim), 0, plan.rows).view(shape)
+        if plan.padded_rows is not None:
+            k.view(-1, head_dim).index_fill_(0, plan.padded_rows, 0)
+            v.view(-1, head_dim).index_fill_(0, plan.padded_rows, 0)
+        grouped = q.view(batch, kv_heads, group, head_dim)  # [B, kvH, G, D]
+        return sdpa(grouped, k, v, attn_mask=plan.mask, scale=scale).reshape(q.shape)
 
     def copy_blocks(
         self,
@@ -150,49 +158,3 @@ def _causal(
             visible &= k_pos > q_pos - window
         out = sdpa(qh, kh, vh, attn_mask=visible, scale=scale, **gqa)
     return out[0].transpose(0, 1)
-
-
-def _padded_context(
-    k_cache: torch.Tensor,
-    v_cache: torch.Tensor,
-    block_tables: torch.Tensor,
-    context_lens: torch.Tensor,
-    window: int | None,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """Every sequence's context padded to the longest, in whole blocks: dense k, v ``[B, kvH, T, D]``
-    with the padded rows zeroed, and the mask ``[B, 1, 1, T]`` of the positions each query sees (None
-    when it sees them all: equal lengths filling their blocks, no window)."""
-    batch = block_tables.shape[0]
-    block_size, kv_heads, head_dim = k_cache.shape[1:]
-    lens = context_lens.tolist()  # one read of B lengths decides which masks this call needs
-    num_blocks = -(-max(lens) // block_size)
-    span = num_blocks * block_size  # T
-    rows = _head_major_rows(block_tables[:, :num_blocks], block_size, kv_heads)
-    shape = (batch, kv_heads, span, head_dim)
-    k = torch.index_select(k_cache.view(-1, head_dim), 0, rows).view(shape)
-    v = torch.index_select(v_cache.view(-1, head_dim), 0, rows).view(shape)
-    if min(lens) == span and window is None:
-        return k, v, None
-    positions = torch.arange(span, device=k_cache.device)
-    ends = context_lens.to(positions.dtype)[:, None]
-    padding = positions[None, :] >= ends  # [B, T]
-    if min(lens) < span:  # stale (even NaN) values there would survive a mask: 0 * NaN is NaN
-        padded_rows = padding[:, None, :].expand(batch, kv_heads, span).reshape(-1).nonzero().squeeze(1)
-        k.view(-1, head_dim).index_fill_(0, padded_rows, 0)
-        v.view(-1, head_dim).index_fill_(0, padded_rows, 0)
-    visible = ~padding
-    if window is not None:
-        visible &= positions[None, :] >= ends - window
-    return k, v, visible[:, None, None, :]
-
-
-def _head_major_rows(block_tables: torch.Tensor, block_size: int, kv_heads: int) -> torch.Tensor:
-    """The rows (of ``head_dim`` values) of a ``[num_blocks * block_size * kv_heads, head_dim]`` view of
-    the pool that hold ``[B, kv_heads, T, head_dim]`` in order: token ``t`` of sequence ``b``, kv head
-    ``h`` is row ``(table[b, t // bs] * bs + t % bs) * kv_heads + h``. One gather by these rows reads each
-    row once and writes the heads apart, so attention reads dense memory."""
-    device = block_tables.device
-    offsets = torch.arange(block_size, device=device)[None, :] * kv_heads  # [1, bs]
-    within = offsets + torch.arange(kv_heads, device=device)[:, None]  # [kvH, bs]
-    base = block_tables.long() * (block_size * kv_heads)  # [B, blocks]
-    return (base[:, None, :, None] + within[None, :, None, :]).reshape(-1)  # [B, kvH, blocks, bs]

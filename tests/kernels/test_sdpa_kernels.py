@@ -109,3 +109,19 @@ def test_a_strided_pool_is_refused_with_a_clear_error() -> None:
     strided = batch.k_cache.transpose(0, 1).contiguous().transpose(0, 1)  # same shape, other strides
     with pytest.raises(ValueError, match="contiguous KV pools"):
         FAST.decode_attention(batch.q, strided, strided, batch.block_tables, batch.context_lens, 0.1)
+
+
+def test_the_layers_of_a_step_share_one_plan_and_a_new_step_gets_its_own() -> None:
+    kernels = SdpaKernels()
+    first = _batch([15, 40, 7], [1, 1, 1], (4, 2, 32), torch.float32)
+    args = _decode_args(first, 0.2)
+    for _ in range(3):  # three layers of one step
+        _close(kernels.decode_attention(*args), REF.decode_attention(*args), torch.float32)
+    plan = kernels._plans.plan(first.block_tables, first.context_lens, None, 16, 2)
+    assert kernels._plans.plan(first.block_tables, first.context_lens, None, 16, 2) is plan
+    assert kernels._plans.plan(first.block_tables, first.context_lens, 8, 16, 2) is not plan  # a window
+    second = _batch([33, 2], [1, 1], (4, 2, 32), torch.float32)  # the next step: other tensors
+    args = _decode_args(second, 0.2)
+    _close(kernels.decode_attention(*args), REF.decode_attention(*args), torch.float32)
+    second.context_lens[0] -= 5  # modified in place: the plan is rebuilt for the new lengths
+    _close(kernels.decode_attention(*args), REF.decode_attention(*args), torch.float32)

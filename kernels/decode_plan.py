@@ -1,0 +1,90 @@
+"""``DecodePlan``: what a decode step's attention reads, worked out once per step instead of per layer.
+
+Every layer of a step attends through the same block tables and lengths; only the pools differ. The
+plan holds the rows to gather (head-major, see :func:`head_major_rows`), the padded rows to zero and the
+mask of the positions each query sees. ``PlanMemo`` keeps the plans of the current step, keyed by the
+identity and version of the step's tensors (weak references: a later step's new tensors never match a
+dead one's plan, even at the same address).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass(frozen=True, slots=True)
+class DecodePlan:
+    """``rows``: int64 ``[B * kv_heads * span]``; ``padded_rows``: the rows to zero (None: none);
+    ``mask``: bool ``[B, 1, 1, span]`` of the visible positions (None: all are)."""
+
+    rows: torch.Tensor
+    span: int
+    padded_rows: torch.Tensor | None
+    mask: torch.Tensor | None
+
+
+def head_major_rows(block_tables: torch.Tensor, block_size: int, kv_heads: int) -> torch.Tensor:
+    """The rows (of ``head_dim`` values) of a ``[num_blocks * block_size * kv_heads, head_dim]`` view of
+    the pool that hold ``[B, kv_heads, T, head_dim]`` in order: token ``t`` of sequence ``b``, kv head
+    ``h`` is row ``(table[b, t // bs] * bs + t % bs) * kv_heads + h``. One gather by these rows reads each
+    row once and writes the heads apart, so attention reads dense memory."""
+    device = block_tables.device
+    offsets = torch.arange(block_size, device=device)[None, :] * kv_heads  # [1, bs]
+    within = offsets + torch.arange(kv_heads, device=device)[:, None]  # [kvH, bs]
+    base = block_tables.long() * (block_size * kv_heads)  # [B, blocks]
+    return (base[:, None, :, None] + within[None, :, None, :]).reshape(-1)  # [B, kvH, blocks, bs]
+
+
+def build_plan(
+    block_tables: torch.Tensor, context_lens: torch.Tensor, window: int | None, block_size: int, kv_heads: int
+) -> DecodePlan:
+    """The plan of one decode call: contexts padded to the longest, in whole blocks (``span`` tokens)."""
+    batch = block_tables.shape[0]
+    lens = context_lens.tolist()  # one read of B lengths decides which masks the step needs
+    num_blocks = -(-max(lens) // block_size)
+    span = num_blocks * block_size
+    rows = head_major_rows(block_tables[:, :num_blocks], block_size, kv_heads)
+    if min(lens) == span and window is None:
+        return DecodePlan(rows, span, None, None)
+    positions = torch.arange(span, device=block_tables.device)
+    ends = context_lens.to(positions.dtype)[:, None]
+    padding = positions[None, :] >= ends  # [B, T]
+    padded_rows = None
+    if min(lens) < span:  # stale (even NaN) values there would survive a mask: 0 * NaN is NaN
+        padded_rows = padding[:, None, :].expand(batch, kv_heads, span).reshape(-1).nonzero().squeeze(1)
+    visible = ~padding
+    if window is not None:
+        visible &= positions[None, :] >= ends - window
+    return DecodePlan(rows, span, padded_rows, visible[:, None, None, :])
+
+
+class PlanMemo:
+    """The plans of the step in progress (one per distinct window); a call with other tensors, or with
+    the same tensors modified in place, starts afresh."""
+
+    def __init__(self) -> None:
+        self._key: tuple[object, ...] = ()
+        self._refs: tuple[weakref.ref[torch.Tensor], ...] = ()
+        self._plans: dict[tuple[int | None, int, int], DecodePlan] = {}
+
+    def plan(
+        self, block_tables: torch.Tensor, context_lens: torch.Tensor, window: int | None, block_size: int,
+        kv_heads: int,
+    ) -> DecodePlan:  # fmt: skip
+        key = (block_tables._version, context_lens._version)
+        if key != self._key or not self._holds(block_tables, context_lens):
+            self._key, self._refs, self._plans = (
+                key,
+                (weakref.ref(block_tables), weakref.ref(context_lens)),
+                {},
+            )
+        shape = (window, block_size, kv_heads)
+        if shape not in self._plans:
+            self._plans[shape] = build_plan(block_tables, context_lens, window, block_size, kv_heads)
+        return self._plans[shape]
+
+    def _holds(self, block_tables: torch.Tensor, context_lens: torch.Tensor) -> bool:
+        return len(self._refs) == 2 and self._refs[0]() is block_tables and self._refs[1]() is context_lens
