@@ -74,7 +74,7 @@ class PlanMemo:
         self, block_tables: torch.Tensor, context_lens: torch.Tensor, window: int | None, block_size: int,
         kv_heads: int,
     ) -> DecodePlan:  # fmt: skip
-        key = (block_tables._version, context_lens._version)
+        key = (_version(block_tables), _version(context_lens))
         if key != self._key or not self._holds(block_tables, context_lens):
             self._key, self._refs, self._plans = (
                 key,
@@ -88,3 +88,9 @@ class PlanMemo:
 
     def _holds(self, block_tables: torch.Tensor, context_lens: torch.Tensor) -> bool:
         return len(self._refs) == 2 and self._refs[0]() is block_tables and self._refs[1]() is context_lens
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    """The tensor's in-place modification count; None for an inference tensor, which keeps none (it
+    is matched by identity alone)."""
+    return None if tensor.is_inference() else tensor._version

@@ -125,3 +125,11 @@ def test_the_layers_of_a_step_share_one_plan_and_a_new_step_gets_its_own() -> No
     _close(kernels.decode_attention(*args), REF.decode_attention(*args), torch.float32)
     second.context_lens[0] -= 5  # modified in place: the plan is rebuilt for the new lengths
     _close(kernels.decode_attention(*args), REF.decode_attention(*args), torch.float32)
+
+
+def test_a_step_built_in_inference_mode_is_served() -> None:
+    batch = _batch([15, 40], [1, 1], (4, 2, 32), torch.float32)
+    with torch.inference_mode():
+        tables, lens = batch.block_tables.clone(), batch.context_lens.clone()  # inference tensors
+        args = (batch.q, batch.k_cache, batch.v_cache, tables, lens, 0.2)
+        _close(SdpaKernels().decode_attention(*args), REF.decode_attention(*args), torch.float32)
