@@ -19,6 +19,7 @@ from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.proto.layout import CacheLayout
 from kvgate.proto.sampling import SamplingParams
 from kvgate.workers.engine import (
+    DEFAULT_KERNEL_BACKEND,
     Completion,
     EngineConfig,
     EngineRequest,
@@ -31,7 +32,7 @@ from kvgate.workers.model import load_model
 from kvgate.workers.model.decoder import DecoderModel
 
 CACHE = CacheLayout(DEFAULT_MODEL_ID, secret=b"bench")
-DEFAULT_KERNELS: str = next(f.default for f in dataclasses.fields(EngineConfig) if f.name == "kernel_backend")
+DEFAULT_KERNELS = DEFAULT_KERNEL_BACKEND
 
 
 @dataclass(frozen=True)

@@ -18,19 +18,18 @@ from __future__ import annotations
 import torch
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-from kvgate.kernels.block_transfer import copy_blocks_torch
 from kvgate.kernels.decode_plan import PlanMemo
 from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query
 from kvgate.kernels.reference import ReferenceKernels
 
 
-class SdpaKernels:
-    """``AttentionKernels`` over SDPA; any device, any float dtype (see the module docstring)."""
+class SdpaKernels(ReferenceKernels):
+    """``AttentionKernels`` over SDPA; any device, any float dtype (see the module docstring). Block
+    copies and soft-capped attention are the reference's."""
 
     name = "sdpa"
 
     def __init__(self) -> None:
-        self._reference = ReferenceKernels()
         self._plans = PlanMemo()  # a decode step's gather rows and masks, shared by its layers
 
     def write_kv(
@@ -64,7 +63,7 @@ class SdpaKernels:
         softcap: float | None = None,
     ) -> torch.Tensor:
         if softcap is not None:
-            return self._reference.prefill_attention(
+            return super().prefill_attention(
                 q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
                 window=window, softcap=softcap,
             )  # fmt: skip
@@ -92,7 +91,7 @@ class SdpaKernels:
         softcap: float | None = None,
     ) -> torch.Tensor:
         if softcap is not None:
-            return self._reference.decode_attention(
+            return super().decode_attention(
                 q, k_cache, v_cache, block_tables, context_lens, scale, window=window, softcap=softcap
             )
         geometry = cache_geometry(k_cache, v_cache)
@@ -111,17 +110,6 @@ class SdpaKernels:
             v.view(-1, head_dim).index_fill_(0, plan.padded_rows, 0)
         grouped = q.view(batch, kv_heads, group, head_dim)  # [B, kvH, G, D]
         return sdpa(grouped, k, v, attn_mask=plan.mask, scale=scale).reshape(q.shape)
-
-    def copy_blocks(
-        self,
-        src_k: torch.Tensor,
-        src_v: torch.Tensor,
-        dst_k: torch.Tensor,
-        dst_v: torch.Tensor,
-        src_ids: torch.Tensor,
-        dst_ids: torch.Tensor,
-    ) -> None:
-        copy_blocks_torch(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
 
 
 def _check_contiguous(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:

@@ -15,14 +15,13 @@ import torch
 
 from kvgate.common.clock import SystemClock
 from kvgate.common.tokenizer import Tokenizer, load_tokenizer
-from kvgate.gateway.compose import build_gateway
-from kvgate.gateway.settings import GatewaySettings, Limits
+from kvgate.gateway.settings import Limits
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.workers.service import WorkerServer
 from tests.common.tokenizer.default_model import transformers_module
-from tests.support.http_server import serve
 from tests.support.real_workers import StartWorker
-from tests.workers.service.helpers import CACHE, MAX_MODEL_LEN, eventually
+from tests.workers.service.helpers import MAX_MODEL_LEN
+from tests.workers.service.openai_front import openai_front
 
 MODEL = "tiny"
 LIMITS = Limits(context_window=MAX_MODEL_LEN, max_output_tokens=32, request_timeout_s=30)
@@ -44,11 +43,8 @@ async def stack(start_worker: StartWorker, tiny_chat_model: Path) -> AsyncIterat
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
     worker = await start_worker(index)
     tokenizer = load_tokenizer(tiny_chat_model)
-    gateway = build_gateway(GatewaySettings(MODEL, CACHE, limits=LIMITS), index, tokenizer, refresh_s=0.1)
-    async with serve(gateway.app) as url:
-        await eventually(lambda: gateway.dispatcher.routable_count() == 1)
-        async with openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0) as client:
-            yield Stack(client, tokenizer, worker, hf)
+    async with openai_front(index, tokenizer, LIMITS, MODEL) as client:
+        yield Stack(client, tokenizer, worker, hf)
 
 
 def chat_ids(stack: Stack) -> list[int]:
