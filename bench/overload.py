@@ -39,7 +39,8 @@ MODEL = "SmolLM2-135M-Instruct"
 
 @dataclass(frozen=True)
 class Setup:
-    """Workers x slots / (tokens x token delay) = the sustainable rate."""
+    """Workers x slots / (tokens x token delay) = the sustainable rate; the run offers ``under`` times
+    that rate, then ``over`` times it."""
 
     workers: int = 2
     slots: int = 4
@@ -47,6 +48,8 @@ class Setup:
     token_delay_s: float = 0.025
     seconds: float = 10.0
     max_concurrent_requests: int = 1024
+    under: float = 0.5
+    over: float = 2.0
 
     @property
     def sustainable_per_s(self) -> float:
@@ -75,11 +78,11 @@ async def _phases(setup: Setup, base: str, gateway: psutil.Process) -> dict:
         rss = _RssSampler(gateway)
         with rss:
             phases = {}
-            for name, factor in (("half", 0.5), ("double", 2.0)):
+            for name, factor in (("under", setup.under), ("over", setup.over)):
                 rate = factor * setup.sustainable_per_s
                 body = _body(setup, name)
                 outcomes = await open_loop(client, "/v1/chat/completions", body, rate, setup.seconds)
-                phases[name] = _summary(outcomes, rate, setup.seconds)
+                phases[name] = {"factor": factor} | _summary(outcomes, rate, setup.seconds)
             recovery = [await _send(client, i) for i in range(2 * setup.workers * setup.slots)]
     return {
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
