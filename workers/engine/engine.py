@@ -52,6 +52,7 @@ from kvgate.workers.engine.stopping import Stop
 from kvgate.workers.engine.token_mask import GrammarMasker
 from kvgate.workers.kv import EventPublisher, KVCacheManager, KVCounters
 from kvgate.workers.model import DecoderModel, ModelConfig, allocate_kv_caches
+from kvgate.workers.model.lora import AdapterSet
 
 MAX_QUEUED_EVENT_BATCHES = 1024  # older ones are dropped; the consumer sees the gap and asks for a snapshot
 
@@ -71,9 +72,11 @@ class LLMEngine:
         *,
         tokenizer: Tokenizer | None = None,
         clock: Clock | None = None,
+        adapters: AdapterSet | None = None,
     ) -> None:
         """Allocates the KV tiers. Raises ValueError when ``model`` is not on ``config.device`` in
-        ``config.dtype`` or the GPU tier cannot hold ``config.max_model_len`` tokens."""
+        ``config.dtype`` or the GPU tier cannot hold ``config.max_model_len`` tokens. ``adapters``:
+        the LoRA adapters requests may name (on the model's device, in its dtype); None: none."""
         _check_model(config, model)
         self.config, self.publisher = config, publisher
         self._clock = clock or SystemClock()
@@ -85,14 +88,23 @@ class LLMEngine:
         self.kv = KVCacheManager(config.kv_config(num_gpu), self._clock, publisher)
         gpu = allocate_kv_caches(kv, num_gpu, bs, device=device)
         cpu = allocate_cpu_tier(kv, config.num_cpu_blocks, bs, pinned=device.type == "cuda")
-        self.runner = ModelRunner(model, kernels, gpu, cpu, bs)
+        self.adapters = adapters or AdapterSet()
+        self.runner = ModelRunner(model, kernels, gpu, cpu, bs, self.adapters)
         self.scheduler = Scheduler(config.limits, self.kv)
         eos = frozenset(model.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids if tokenizer else ())
         vocab = model.config.vocab_size
         grammars = GrammarCompiler(tokenizer, vocab, eos) if tokenizer is not None else None
         self._masker = GrammarMasker(grammars.vocab_size if grammars else vocab)
         self._factory = SequenceFactory(
-            config.cache, vocab, self.max_model_len, eos, config.ttl_s, device, tokenizer, grammars
+            config.cache,
+            vocab,
+            self.max_model_len,
+            eos,
+            config.ttl_s,
+            device,
+            tokenizer,
+            grammars,
+            self.adapters,
         )
         self._inbox = Inbox()
         self._seqs: dict[str, list[Sequence]] = {}  # a request's choices, taken from the inbox, not finished

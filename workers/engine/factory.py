@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 import torch
@@ -13,6 +14,7 @@ from kvgate.workers.engine.config import EngineConfig
 from kvgate.workers.engine.engine import LLMEngine
 from kvgate.workers.kv import EventPublisher
 from kvgate.workers.model import load_model
+from kvgate.workers.model.lora import AdapterSet, load_peft_adapter
 
 
 def load_engine(
@@ -22,15 +24,21 @@ def load_engine(
     *,
     clock: Clock | None = None,
     with_tokenizer: bool = True,
+    adapters: Mapping[str, str | Path] | None = None,
 ) -> LLMEngine:
     """An engine for the model at ``model_path`` (a ``.gguf`` file or a HF safetensors directory) with
     ``config``'s kernels, device and dtype. ``with_tokenizer=False`` skips the tokenizer (then stop
-    strings are refused). Raises ValueError for a CUDA device when CUDA is unavailable; loading errors
-    (missing files, unsupported architectures) propagate from the loaders."""
+    strings are refused). ``adapters``: LoRA adapter id -> PEFT folder, each loaded for this model.
+    Raises ValueError for a CUDA device when CUDA is unavailable; loading errors (missing files,
+    unsupported architectures, adapters that do not fit the model) propagate from the loaders."""
     device = config.torch_device
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {config.device} was asked for, but CUDA is not available")
     kernels = get_kernels(config.kernel_backend)
     model = load_model(model_path, kernels, device=device, dtype=config.torch_dtype)
+    loaded = AdapterSet(
+        load_peft_adapter(folder, name, model.config).to(device, config.torch_dtype)
+        for name, folder in (adapters or {}).items()
+    )
     tokenizer = load_tokenizer(model_path) if with_tokenizer else None
-    return LLMEngine(config, model, kernels, publisher, tokenizer=tokenizer, clock=clock)
+    return LLMEngine(config, model, kernels, publisher, tokenizer=tokenizer, clock=clock, adapters=loaded)

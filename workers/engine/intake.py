@@ -3,7 +3,7 @@ the cache pin, the stop checker and the random stream. Runs on the caller's thre
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -18,6 +18,7 @@ from kvgate.workers.engine.sampler import make_generator
 from kvgate.workers.engine.sequence import Sequence
 from kvgate.workers.engine.stopping import StopChecker
 from kvgate.workers.kv import CachedTokens, Pin, Prompt, SeqId
+from kvgate.workers.model.lora import AdapterSet
 
 DETOKENIZER_CONTEXT = 6  # prompt tokens decoded before the first new one (keeps its leading space)
 
@@ -34,10 +35,11 @@ class SequenceFactory:
     device: torch.device
     tokenizer: Tokenizer | None = None
     grammars: GrammarCompiler | None = None  # None: constrained decoding is refused (no tokenizer)
+    adapters: AdapterSet = field(default_factory=AdapterSet)  # the LoRA adapters requests may name
 
     def build(self, request: EngineRequest, grammar: Grammar | None = None) -> Sequence:
         """A waiting sequence for ``request``. Raises ValueError when the request cannot run here: a
-        LoRA adapter (not supported), a prompt of ``max_model_len`` tokens or more, a token id outside
+        LoRA adapter not held here, a prompt of ``max_model_len`` tokens or more, a token id outside
         the vocabulary, stop strings without a tokenizer, or an output constraint that cannot be
         compiled. ``grammar``: the request's constraint compiled already (see :meth:`compile`); None
         compiles it here, on the caller's thread."""
@@ -106,7 +108,7 @@ class SequenceFactory:
 
     def _check(self, request: EngineRequest) -> None:
         if request.adapter_id:
-            raise ValueError(f"LoRA adapters are not supported (adapter_id {request.adapter_id!r})")
+            self.adapters.get(request.adapter_id)  # raises, naming the adapters held here
         if request.num_prompt_tokens >= self.max_model_len:
             raise ValueError(
                 f"the prompt has {request.num_prompt_tokens} tokens; this engine runs sequences of at most"

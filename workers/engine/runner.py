@@ -9,11 +9,13 @@ import torch
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.kv import BlockPair, CopyPlan
 from kvgate.workers.model import DecoderModel, KVCache, ScheduledSequence, build_step
+from kvgate.workers.model.lora import AdapterSet, LoraBatch
 
 
 class ModelRunner:
     """The model and both KV tiers (``gpu`` on the model's device, ``cpu`` in host memory; block ids of
-    a :class:`CopyPlan` index them). Holds no scheduling state."""
+    a :class:`CopyPlan` index them), and the LoRA adapters sequences may run under. Holds no
+    scheduling state."""
 
     def __init__(
         self,
@@ -22,8 +24,10 @@ class ModelRunner:
         gpu: list[KVCache],
         cpu: list[KVCache],
         block_size: int,
+        adapters: AdapterSet | None = None,
     ) -> None:
         self.model, self.kernels = model, kernels
+        self.adapters = adapters or AdapterSet()
         self.gpu, self.cpu = gpu, cpu
         self.block_size = block_size
         self.device = model.embed.weight.device
@@ -50,5 +54,13 @@ class ModelRunner:
         ``needs_logits``, in batch order."""
         step = build_step(work, self.block_size, self.device)
         ids = torch.tensor(input_ids, dtype=torch.int64).to(self.device, non_blocking=True)  # [T]
+        lora = self._lora(work)
         with torch.inference_mode():
-            return self.model(ids, step.positions, step.attn, self.gpu)
+            return self.model(ids, step.positions, step.attn, self.gpu, lora)
+
+    def _lora(self, work: Sequence[ScheduledSequence]) -> LoraBatch | None:
+        """Which rows run under which adapter; None when no sequence of the step has one."""
+        if not any(w.adapter_id for w in work):
+            return None
+        spans = [(self.adapters.get(w.adapter_id) if w.adapter_id else None, w.num_new) for w in work]
+        return LoraBatch.build(spans, self.device)

@@ -155,4 +155,5 @@ class Scheduler:
     def _item(self, seq: Sequence, num_cached: int, num_new: int) -> ScheduledItem:
         table = self.kv.block_table(seq.seq_id)
         needs_logits = num_cached + num_new == seq.num_tokens
-        return ScheduledItem(seq, ScheduledSequence(table, num_cached, num_new, needs_logits))
+        work = ScheduledSequence(table, num_cached, num_new, needs_logits, seq.request.adapter_id)
+        return ScheduledItem(seq, work)

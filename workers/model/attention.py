@@ -9,6 +9,7 @@ from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.model.config import ModelConfig
 from kvgate.workers.model.kv_cache import KVCache
 from kvgate.workers.model.layers import RMSNorm
+from kvgate.workers.model.lora import LayerLora
 from kvgate.workers.model.metadata import AttentionMetadata
 from kvgate.workers.model.rope import apply_rotary
 
@@ -38,18 +39,31 @@ class Attention(nn.Module):
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.norm_offset, dtype)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attn: AttentionMetadata, cache: KVCache
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        attn: AttentionMetadata,
+        cache: KVCache,
+        lora: LayerLora | None = None,
     ) -> torch.Tensor:
-        """x ``[T, hidden]``, cos / sin ``[T, rotary dims]`` -> ``[T, hidden]``; mutates ``cache``."""
+        """x ``[T, hidden]``, cos / sin ``[T, rotary dims]`` -> ``[T, hidden]``; mutates ``cache``.
+        ``lora``: the step's adapters' updates of ``qkv`` and ``o``, if any."""
         tokens = x.shape[0]
-        q, k, v = self.qkv(x).split(self.sizes, dim=-1)
+        qkv = self.qkv(x)
+        if lora is not None:
+            lora.add("attn.qkv", x, qkv)
+        q, k, v = qkv.split(self.sizes, dim=-1)
         q = self.q_norm(q.view(tokens, self.num_heads, self.head_dim))  # [T, H, D]
         k = self.k_norm(k.view(tokens, self.num_kv_heads, self.head_dim))  # [T, KV, D]
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         v = v.reshape(tokens, self.num_kv_heads, self.head_dim)  # [T, KV, D]
         self.kernels.write_kv(k, v, cache.k, cache.v, attn.slot_mapping)
-        out = self._attend(q, attn, cache)  # [T, H, D]
-        return self.o(out.reshape(tokens, self.sizes[0]))
+        out = self._attend(q, attn, cache).reshape(tokens, self.sizes[0])  # [T, H * D]
+        projected = self.o(out)
+        if lora is not None:
+            lora.add("attn.o", out, projected)
+        return projected
 
     def _attend(self, q: torch.Tensor, attn: AttentionMetadata, cache: KVCache) -> torch.Tensor:
         options = {"window": self.window, "softcap": self.softcap}

@@ -27,6 +27,7 @@ from kvgate.workers.model.attention import Attention
 from kvgate.workers.model.config import ModelConfig
 from kvgate.workers.model.kv_cache import KVCache
 from kvgate.workers.model.layers import GatedMLP, RMSNorm
+from kvgate.workers.model.lora import LayerLora, LoraBatch
 from kvgate.workers.model.metadata import AttentionMetadata
 from kvgate.workers.model.moe import SparseMoE
 from kvgate.workers.model.rope import RotaryEmbedding
@@ -61,11 +62,21 @@ class DecoderLayer(nn.Module):
         self.mlp_post_norm = _post_norm(config, dtype)
 
     def forward(
-        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, attn: AttentionMetadata, cache: KVCache
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        attn: AttentionMetadata,
+        cache: KVCache,
+        lora: LayerLora | None = None,
     ) -> torch.Tensor:
-        """x ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V into ``cache``."""
-        h = self.attn_post_norm(self.attn(self.attn_norm(x), cos, sin, attn, cache)).add_(x)  # a new tensor
-        return self.mlp_post_norm(self.mlp(self.mlp_norm(h))).add_(h)  # residuals added in place
+        """x ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V into ``cache``. ``lora``: the
+        step's adapter updates (a mixture of experts takes none: adapters of its experts are refused
+        when they load)."""
+        h = self.attn_post_norm(self.attn(self.attn_norm(x), cos, sin, attn, cache, lora)).add_(x)  # new
+        mlp_in = self.mlp_norm(h)
+        mlp_out = self.mlp(mlp_in, lora) if isinstance(self.mlp, GatedMLP) else self.mlp(mlp_in)
+        return self.mlp_post_norm(mlp_out).add_(h)  # residuals added in place
 
 
 class DecoderModel(nn.Module):
@@ -101,17 +112,19 @@ class DecoderModel(nn.Module):
         positions: torch.Tensor,
         attn: AttentionMetadata,
         kv_caches: Sequence[KVCache],
+        lora: LoraBatch | None = None,
     ) -> torch.Tensor:
         """Run one step: input_ids, positions int64 ``[T]`` -> logits ``[len(attn.logits_indices), vocab]``
-        in the parameters' dtype. Mutates ``kv_caches`` (one per layer) at ``attn.slot_mapping``."""
+        in the parameters' dtype. Mutates ``kv_caches`` (one per layer) at ``attn.slot_mapping``.
+        ``lora``: which rows run under which LoRA adapter (None: the base model for every row)."""
         x = self.embed(input_ids)  # [T, hidden]
         if self.config.embed_scale != 1.0:
             x = x * torch.tensor(self.config.embed_scale, dtype=x.dtype)  # rounded to x's dtype, as Gemma
         rotation = self.rope(positions, x.dtype)  # cos, sin [T, rotary dims] each
         local = rotation if self.local_rope is None else self.local_rope(positions, x.dtype)
-        for layer, cache in zip(self.layers, kv_caches, strict=True):
+        for i, (layer, cache) in enumerate(zip(self.layers, kv_caches, strict=True)):
             cos, sin = rotation if layer.attn.window is None else local
-            x = layer(x, cos, sin, attn, cache)  # [T, hidden]
+            x = layer(x, cos, sin, attn, cache, None if lora is None else lora.at(i))  # [T, hidden]
         x = self.norm(x[attn.logits_indices])  # [B', hidden]
         logits = linear(x, self.output_weight)  # [B', vocab]
         cap = self.config.final_softcap

@@ -10,6 +10,7 @@ from torch import nn
 from torch.nn.functional import gelu, silu
 
 from kvgate.workers.model.config import Activation
+from kvgate.workers.model.lora import LayerLora
 
 ACTIVATIONS: dict[Activation, Callable[[torch.Tensor], torch.Tensor]] = {
     "silu": silu,  # SwiGLU
@@ -51,7 +52,14 @@ class GatedMLP(nn.Module):
         self.gate_up = nn.Linear(hidden, 2 * intermediate, bias=bias, dtype=dtype)
         self.down = nn.Linear(intermediate, hidden, bias=bias, dtype=dtype)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x ``[T, hidden]`` -> ``[T, hidden]``."""
-        gate, up = self.gate_up(x).split(self.intermediate, dim=-1)  # [T, I] each
-        return self.down(self.act(gate).mul_(up))  # act(gate) is a new tensor: multiplied in place
+    def forward(self, x: torch.Tensor, lora: LayerLora | None = None) -> torch.Tensor:
+        """x ``[T, hidden]`` -> ``[T, hidden]``; ``lora``: the step's adapters' updates, if any."""
+        gate_up = self.gate_up(x)  # [T, 2I]
+        if lora is not None:
+            lora.add("mlp.gate_up", x, gate_up)
+        gate, up = gate_up.split(self.intermediate, dim=-1)  # [T, I] each
+        h = self.act(gate).mul_(up)  # act(gate) is a new tensor: multiplied in place
+        out = self.down(h)
+        if lora is not None:
+            lora.add("mlp.down", h, out)
+        return out

@@ -47,6 +47,7 @@ class ScheduledSequence:
     num_cached: int  # tokens whose K/V is already in the cache
     num_new: int  # tokens computed this step (>= 1), positions num_cached .. num_cached + num_new - 1
     needs_logits: bool = True  # False for a prompt chunk that is not the prompt's last
+    adapter_id: str = ""  # the LoRA adapter its tokens run under ("": the base model)
 
 
 @dataclass(frozen=True, slots=True)

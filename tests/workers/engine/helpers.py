@@ -21,6 +21,7 @@ from kvgate.proto.sampling import SamplingParams
 from kvgate.workers.engine import EngineConfig, EngineRequest, LLMEngine, SchedulingLimits
 from kvgate.workers.kv import StepEventPublisher
 from kvgate.workers.model import DecoderModel
+from kvgate.workers.model.lora import AdapterSet
 
 WORKER = WorkerId("worker-0")
 TINY_CACHE = CacheLayout("tiny-llama", secret=b"test", chunk_size=8, block_size=4)  # 2 blocks per chunk
@@ -41,6 +42,7 @@ def engine_for(
     max_model_len: int | None = None,
     tokenizer: Tokenizer | None = None,
     clock: Clock | None = None,
+    adapters: AdapterSet | None = None,
 ) -> LLMEngine:
     """A fresh engine (empty KV tiers, epoch 1) over an already loaded ``model`` (the default kernels
     for its block copies; attention runs on the kernels the model was loaded with)."""
@@ -53,7 +55,7 @@ def engine_for(
     )
     publisher = StepEventPublisher(WORKER, Epoch(1))
     return LLMEngine(config, model, get_kernels(config.kernel_backend), publisher, tokenizer=tokenizer,
-                     clock=clock or ManualClock())  # fmt: skip
+                     clock=clock or ManualClock(), adapters=adapters)  # fmt: skip
 
 
 def request(

@@ -102,7 +102,7 @@ def test_counters_add_up_prompt_cached_and_predicted_tokens(tiny: TinyPair) -> N
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"adapter_id": "lora-1"}, "LoRA"),
+        ({"adapter_id": "lora-1"}, r"LoRA adapter .lora-1. is not loaded on this worker \(loaded: none\)"),
         ({"prompt": random_ids(48, seed=1)}, "at most 48 tokens"),
         ({"prompt": [1, 2, 320]}, "vocab size 320"),
         ({"sampling": SamplingParams(stop=("x",))}, "need a tokenizer"),
