@@ -214,11 +214,13 @@ def worker_info_to_proto(info: WorkerInfo) -> common_pb2.WorkerInfo:
         metrics_address=info.metrics_address,
         node_id=info.node_id,
         signature=info.signature,
+        adapters=info.adapters,
     )
 
 
 def worker_info_from_proto(msg: common_pb2.WorkerInfo) -> WorkerInfo:
-    """A registration record; ValueError when worker_id, address, fingerprint or model_id is empty."""
+    """A registration record; ValueError when worker_id, address, fingerprint or model_id is empty, or
+    an adapter id is malformed."""
     return WorkerInfo(
         worker_id=WorkerId(_required(msg.worker_id, "worker_id")),
         epoch=Epoch(msg.epoch),
@@ -228,6 +230,7 @@ def worker_info_from_proto(msg: common_pb2.WorkerInfo) -> WorkerInfo:
         metrics_address=msg.metrics_address,
         node_id=msg.node_id,
         signature=msg.signature,
+        adapters=tuple(msg.adapters),
     )
 
 

@@ -8,10 +8,12 @@ call it; neither is proof of belonging to the deployment. The secret is:
   (:func:`derive`), so a key seen or guessed for one purpose opens nothing else.
 - **Signing worker records.** A worker signs its registration record (:func:`sign_record`);
   a gateway routes only to records whose signature verifies (:func:`record_verified`). The signature
-  covers every field a record of format ``v1`` has, so a copied record cannot be pointed at another
-  address. Fields a newer kvgate adds are not covered by ``v1``: such a writer must add a signature
-  format that covers them, which older readers do not know and refuse, so an upgrade that adds fields
-  to the record upgrades readers first.
+  covers every field of its format, so a copied record cannot be pointed at another address. Format
+  ``v1`` covers the fields of the first records; ``v2`` adds the LoRA adapters a worker holds. A
+  worker without adapters signs ``v1`` (so gateways that know only ``v1`` keep routing to it), one
+  with adapters ``v2``; a reader refuses a ``v1`` record that lists adapters (nothing vouches for
+  them). Fields a newer kvgate adds need a new format, which older readers do not know and refuse, so
+  an upgrade that adds fields to the record upgrades readers first.
 - **Authenticating calls.** A gateway sends :func:`call_token` with every call to a worker (gRPC
   metadata :data:`CALL_TOKEN_HEADER`); a worker serves only calls that carry it (:func:`token_matches`,
   constant time). The token is a bearer credential: on a link others can read, protect it (and the
@@ -32,8 +34,8 @@ from kvgate.proto.workers import WorkerInfo
 
 CALL_TOKEN_HEADER = "x-kvgate-worker-token"
 """The gRPC metadata key that carries :func:`call_token` on calls to a worker."""
-_RECORD_FORMAT = "v1"
 _V1_FIELDS = ("worker_id", "epoch", "address", "fingerprint", "model_id", "metrics_address", "node_id")
+_FORMATS = {"v1": _V1_FIELDS, "v2": (*_V1_FIELDS, "adapters")}  # signature format -> the fields it covers
 
 
 def derive(secret: bytes, purpose: str) -> bytes:
@@ -45,7 +47,8 @@ def sign_record(info: WorkerInfo, secret: bytes) -> WorkerInfo:
     """``info`` with its signature under ``secret`` (unsigned, as is, when ``secret`` is empty)."""
     if not secret:
         return dataclasses.replace(info, signature="")
-    return dataclasses.replace(info, signature=f"{_RECORD_FORMAT}:{_record_mac(info, secret)}")
+    form = "v2" if info.adapters else "v1"
+    return dataclasses.replace(info, signature=f"{form}:{_record_mac(info, secret, form)}")
 
 
 def record_verified(info: WorkerInfo, secret: bytes) -> bool:
@@ -54,8 +57,10 @@ def record_verified(info: WorkerInfo, secret: bytes) -> bool:
     if not secret:
         return not info.signature
     form, _, mac = info.signature.partition(":")
+    if form not in _FORMATS or ("adapters" not in _FORMATS[form] and info.adapters):
+        return False
     presented = mac.encode("utf-8", "surrogateescape")
-    return form == _RECORD_FORMAT and hmac.compare_digest(presented, _record_mac(info, secret).encode())
+    return hmac.compare_digest(presented, _record_mac(info, secret, form).encode())
 
 
 def call_token(secret: bytes) -> str | None:
@@ -77,7 +82,7 @@ def token_matches(presented: str | bytes | None, secret: bytes) -> bool:
     return hmac.compare_digest(presented, expected.encode())
 
 
-def _record_mac(info: WorkerInfo, secret: bytes) -> str:
-    fields = {name: getattr(info, name) for name in _V1_FIELDS}
+def _record_mac(info: WorkerInfo, secret: bytes, form: str) -> str:
+    fields = {name: getattr(info, name) for name in _FORMATS[form]}
     payload = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
     return hmac.new(derive(secret, "worker-record"), payload, hashlib.sha256).hexdigest()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from kvgate.proto.ids import Epoch, WorkerId
@@ -17,12 +18,27 @@ def check_worker_id(worker_id: str) -> None:
         raise ValueError(f"worker id must not start with '~': {worker_id!r}")
 
 
+MAX_ADAPTERS = 256  # LoRA adapters one worker record may list
+_ADAPTER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/-]{0,127}")
+
+
+def check_adapter_id(adapter_id: str) -> None:
+    """ValueError unless ``adapter_id`` is 1-128 letters, digits, ``.``, ``_``, ``/`` or ``-``, starting
+    with a letter or digit (no ``:``: clients name an adapter as ``model:adapter``)."""
+    if not isinstance(adapter_id, str) or not _ADAPTER_ID.fullmatch(adapter_id):
+        raise ValueError(
+            f"a LoRA adapter id is 1-128 letters, digits, '.', '_', '/' or '-', starting with a letter or"
+            f" digit: {adapter_id!r}"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class WorkerInfo:
     """Registration record. ``address`` is the worker's gRPC ``host:port``; ``fingerprint`` is its
     :meth:`CacheLayout.fingerprint`, which a gateway must match before routing to it; ``signature``
     proves the record was written by a holder of the deployment secret (:mod:`kvgate.proto.trust`;
-    empty in a deployment without one)."""
+    empty in a deployment without one). ``adapters``: the LoRA adapter ids it holds, sorted, each
+    once (see :func:`check_adapter_id`)."""
 
     worker_id: WorkerId
     epoch: Epoch
@@ -32,11 +48,19 @@ class WorkerInfo:
     metrics_address: str = ""
     node_id: str = ""
     signature: str = ""
+    adapters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_worker_id(self.worker_id)
         if self.epoch < 0:
             raise ValueError(f"epoch must be >= 0, got {self.epoch}")
+        object.__setattr__(self, "adapters", tuple(self.adapters))
+        if len(self.adapters) > MAX_ADAPTERS:
+            raise ValueError(f"a worker holds at most {MAX_ADAPTERS} adapters, got {len(self.adapters)}")
+        for adapter in self.adapters:
+            check_adapter_id(adapter)
+        if list(self.adapters) != sorted(set(self.adapters)):
+            raise ValueError("adapters must be sorted, each once")
 
 
 @dataclass(frozen=True, slots=True)

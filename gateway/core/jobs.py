@@ -104,6 +104,7 @@ class JobBuilder:
             cache_salt=scope.private_salt,
             shared_salt=scope.shared_salt,
             shared_tokens=scope.shared_tokens,
+            adapter_id=scope.adapter_id,
             cache_hint=hint,
             cache_key=request.cache_key,
             deadline_s=deadline_s,
@@ -120,5 +121,5 @@ class JobBuilder:
 
 def _request_key(scope: CacheScope, ids: np.ndarray) -> int:
     """A 64-bit digest of the request's scope and tokens."""
-    head = f"{scope.private_salt}\x00{scope.shared_salt}\x00{scope.shared_tokens}\x00".encode()
-    return xxhash.xxh3_64_intdigest(head + np.asarray(ids, dtype="<u4").tobytes())
+    head = f"{scope.private_salt}\x00{scope.shared_salt}\x00{scope.shared_tokens}\x00{scope.adapter_id}\x00"
+    return xxhash.xxh3_64_intdigest(head.encode() + np.asarray(ids, dtype="<u4").tobytes())

@@ -29,15 +29,17 @@ NAMESPACE_PARAM = NAMESPACE_HEADER
 @dataclass(frozen=True, slots=True)
 class CacheScope:
     """``private_salt`` for the whole prompt, except its first ``shared_tokens`` tokens (a multiple of
-    the chunk size), which hash under ``shared_salt``."""
+    the chunk size), which hash under ``shared_salt``; both under the LoRA adapter ``adapter_id`` (""
+    for the base model), so requests of different adapters never share a cached block."""
 
     private_salt: str
     shared_salt: str = ""
     shared_tokens: TokenCount = 0
+    adapter_id: str = ""
 
-    def roots(self, cache: CacheLayout, adapter_id: str = "") -> ChainRoots:
+    def roots(self, cache: CacheLayout) -> ChainRoots:
         """The request's chain roots, by the layout's salt -> root rule."""
-        return cache.roots(self.private_salt, self.shared_salt, self.shared_tokens, adapter_id)
+        return cache.roots(self.private_salt, self.shared_salt, self.shared_tokens, self.adapter_id)
 
 
 def keyed(secret: bytes, namespace_salt: str) -> str:
@@ -49,15 +51,16 @@ def keyed(secret: bytes, namespace_salt: str) -> str:
 
 
 def cache_scope(
-    caller: Caller, client_salt: str, shared_prefix: int | None, cache: CacheLayout
+    caller: Caller, client_salt: str, shared_prefix: int | None, cache: CacheLayout, adapter_id: str = ""
 ) -> CacheScope:
     """The scope of a request. ``shared_prefix``: tokens of its leading system messages (None: the
-    request has no such structure, e.g. a raw completion). PERMISSION_DENIED for a namespace the
-    tenant may not use; INVALID_REQUEST for a namespace on a request without a system prompt."""
+    request has no such structure, e.g. a raw completion); ``adapter_id``: its LoRA adapter ("": none).
+    PERMISSION_DENIED for a namespace the tenant may not use; INVALID_REQUEST for a namespace on a
+    request without a system prompt."""
     own = keyed(cache.secret, caller.tenant.cache_salt())
     private = f"{own}\x1f{client_salt}" if client_salt else own
     if caller.namespace is None:
-        return CacheScope(private)
+        return CacheScope(private, adapter_id=adapter_id)
     try:
         shared = caller.cache_salt()
     except PermissionError as exc:
@@ -66,4 +69,4 @@ def cache_scope(
     if shared_prefix is None:
         message = "a shared cache namespace applies to the system prompt of a chat request"
         raise invalid(message, NAMESPACE_PARAM)
-    return CacheScope(private, keyed(cache.secret, shared), cache.whole_chunks(shared_prefix))
+    return CacheScope(private, keyed(cache.secret, shared), cache.whole_chunks(shared_prefix), adapter_id)

@@ -19,6 +19,7 @@ from kvgate.gateway.core.admission import InFlightGate
 from kvgate.gateway.core.auth import Authenticator
 from kvgate.gateway.core.constraints import ConstraintChecker
 from kvgate.gateway.core.jobs import JobBuilder
+from kvgate.gateway.core.models import ModelCatalog
 from kvgate.gateway.core.prompts import PromptEncoder
 from kvgate.gateway.core.request import ChatInput, GenerateRequest
 from kvgate.gateway.core.scope import cache_scope
@@ -59,6 +60,7 @@ class RequestCore:
         self._generator = generator
         self._constraints = constraints
         self._diagnostics = diagnostics
+        self.models = ModelCatalog(settings.model_name, dispatcher.adapters)
 
     @property
     def model_name(self) -> str:
@@ -78,12 +80,13 @@ class RequestCore:
         return caller
 
     async def prepare(self, request: GenerateRequest, caller: Caller, *, charge: bool = True) -> Job:
-        """2-4. Scope, tokenize and hash ``request`` into a job. NOT_FOUND for another model,
+        """2-4. Scope, tokenize and hash ``request`` into a job (its model name may select a LoRA
+        adapter: see :class:`ModelCatalog`). NOT_FOUND for a model not served,
         INVALID_REQUEST for anything the client got wrong, PERMISSION_DENIED for a namespace the
         tenant may not use, RATE_LIMITED / TOKENS_LIMITED past the tenant's token allowance (checked
         and charged only when ``charge``: a dry run generates no tokens). An output constraint that
         cannot be compiled is INVALID_REQUEST naming ``request.constraint_param``."""
-        self.check_model(request.model)
+        adapter = self.models.resolve(request.model)
         ids = await self._encoder.encode(request.prompt)
         hint = request.cache_hint
         if isinstance(request.prompt, ChatInput) and request.prompt.breakpoints:
@@ -93,7 +96,7 @@ class RequestCore:
         room = self._jobs.check_size(ids)
         sampling = self._jobs.sampling(request, len(ids), room)
         await self._constraints.check(sampling.constraint, request.constraint_param)
-        scope = cache_scope(caller, request.client_salt, shared, self.settings.cache)
+        scope = cache_scope(caller, request.client_salt, shared, self.settings.cache, adapter)
         if charge:
             self._jobs.charge(caller, len(ids) + sampling.max_tokens)
         return self._jobs.job(request, ids, sampling, scope, hint, caller.tenant.name)
@@ -156,10 +159,9 @@ class RequestCore:
         self.gate.leave()
 
     def check_model(self, model: str) -> None:
-        """NOT_FOUND, naming the model served, unless ``model`` is it."""
-        if model != self.settings.model_name:
-            message = f"The model `{model}` does not exist. This server serves: `{self.settings.model_name}`."
-            raise GatewayError(message, ErrorKind.NOT_FOUND, param="model", code="model_not_found")
+        """NOT_FOUND, naming the models served, unless ``model`` is one of them (see
+        :class:`ModelCatalog`)."""
+        self.models.resolve(model)
 
     async def _shared_prefix(self, request: GenerateRequest, caller: Caller, ids: np.ndarray) -> int | None:
         """Tokens of the leading system messages when the caller opted into a shared namespace; None

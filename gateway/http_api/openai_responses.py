@@ -79,6 +79,8 @@ class ModelCard(BaseModel):
     object: Literal["model"]
     created: int
     owned_by: str
+    root: str  # the base model
+    parent: str | None  # the base model for a LoRA adapter (``MODEL:ADAPTER``), else None
     max_model_len: int  # the context window: prompt and output tokens together
 
 

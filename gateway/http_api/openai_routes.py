@@ -119,18 +119,21 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
     router = APIRouter(dependencies=[Depends(auth)])
     items = most_items(core.settings.limits)
 
-    card = {"id": core.model_name, "object": "model", "created": 0, "owned_by": "kvgate",
-            "max_model_len": core.settings.limits.context_window}  # fmt: skip
+    def card(name: str) -> dict[str, Any]:
+        base = core.model_name
+        return {"id": name, "object": "model", "created": 0, "owned_by": "kvgate", "root": base,
+                "parent": None if name == base else base,
+                "max_model_len": core.settings.limits.context_window}  # fmt: skip
 
     @router.get("/v1/models", response_model=ModelList)
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [card]}
+        return {"object": "list", "data": [card(name) for name in core.models.names()]}
 
     @router.get("/v1/models/{model_id:path}", response_model=ModelCard,
                 responses=error_responses())  # fmt: skip
     async def model(model_id: str) -> dict[str, Any]:
-        core.check_model(model_id)
-        return card
+        adapter = core.models.resolve(model_id)
+        return card(f"{core.model_name}:{adapter}" if adapter else core.model_name)
 
     @router.post("/v1/chat/completions", response_model=None, responses=generation_responses(ChatCompletion),
                  openapi_extra=body_doc(ChatCompletionRequest))  # fmt: skip

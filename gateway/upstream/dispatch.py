@@ -67,7 +67,7 @@ class Dispatcher:
     async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> tuple[Routed, WorkerInfo]:
         """Routes ``job`` (recording the decision); NoWorkersError when no worker is routable. Returns
         the chosen worker's registration as it was when chosen (it may be quarantined meanwhile)."""
-        workers = self._routable(exclude)
+        workers = self._routable(exclude, job.adapter_id)
         routed = await self._router.route(
             job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
         )
@@ -75,7 +75,7 @@ class Dispatcher:
 
     async def preview(self, job: Job) -> Routed:
         """The decision :meth:`route` would make, recording nothing (the dry-run view)."""
-        workers = self._routable(frozenset())
+        workers = self._routable(frozenset(), job.adapter_id)
         return await self._router.preview(
             job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
         )
@@ -93,13 +93,22 @@ class Dispatcher:
         """Workers requests can be sent to now (quarantined ones included: they are the last resort)."""
         return len(self._directory.known())
 
-    def _routable(self, exclude: frozenset[WorkerId]) -> list[WorkerStatus]:
-        """Live workers not in ``exclude``; when there are none, the quarantined ones not in
-        ``exclude`` (a worker that failed a moment ago beats refusing the request)."""
-        workers = [w for w in self._directory.live() if w.info.worker_id not in exclude]
-        workers = workers or [w for w in self._directory.known() if w.info.worker_id not in exclude]
+    def adapters(self) -> tuple[str, ...]:
+        """The LoRA adapter ids known workers hold (sorted; no I/O)."""
+        return tuple(sorted({a for w in self._directory.known() for a in w.info.adapters}))
+
+    def _routable(self, exclude: frozenset[WorkerId], adapter_id: str = "") -> list[WorkerStatus]:
+        """Live workers not in ``exclude`` that hold ``adapter_id`` (when it is set); when there are
+        none, the quarantined ones of those (a worker that failed a moment ago beats refusing)."""
+
+        def fits(w: WorkerStatus) -> bool:
+            return w.info.worker_id not in exclude and (not adapter_id or adapter_id in w.info.adapters)
+
+        workers = [w for w in self._directory.live() if fits(w)]
+        workers = workers or [w for w in self._directory.known() if fits(w)]
         if not workers:
-            raise NoWorkersError("no worker is available to serve this request")
+            held = f" holding LoRA adapter {adapter_id!r}" if adapter_id else ""
+            raise NoWorkersError(f"no worker{held} is available to serve this request")
         return workers
 
     async def stream(self, job: Job) -> AsyncIterator[Tokens | ChoiceDone | Done]:

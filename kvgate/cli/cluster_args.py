@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kvgate.cli.cache_args import add_cache_arguments, cache_config
 from kvgate.cli.secret_args import add_insecure_argument, secret_from
+from kvgate.cluster.lora_spec import LoraPlacement, parse_lora
 from kvgate.cluster.settings import WORKER_DTYPES, ClusterSettings, KVSizing
 from kvgate.common.grpc_tls import TlsFiles
 from kvgate.common.models import DEFAULT_MODEL_ID, default_model_path
@@ -61,6 +62,9 @@ def add_worker_arguments(parser: argparse.ArgumentParser, fixed_ports: bool = Fa
     parser.add_argument("--gpu-memory-fraction", type=float, default=kv.gpu_memory_fraction,
                         help="GPU mode: share of free GPU memory for KV blocks")  # fmt: skip
     parser.add_argument("--num-cpu-blocks", type=int, default=kv.num_cpu_blocks, help="offload tier blocks")
+    parser.add_argument("--lora", action="append", type=_lora, default=[], metavar="ID=PATH[@I,J]",
+                        help="a LoRA adapter (PEFT folder) loaded at start by every worker, or by "
+                             "worker-I, worker-J; clients name it MODEL:ID or ID (repeatable)")  # fmt: skip
     parser.add_argument("--ray-temp-dir", help="a local Ray instance's files (default: Ray's)")
     parser.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for the workers")
 
@@ -144,6 +148,7 @@ def settings_from(args: argparse.Namespace, *, local: bool = False) -> ClusterSe
         admin_keys=admin_ring(os.environ.get(ADMIN_ENV)),
         shutdown_grace_s=getattr(args, "shutdown_grace", 30.0),
         tls=tls_from(args),
+        lora=tuple(getattr(args, "lora", ())),
         **optional,
     )
 
@@ -165,3 +170,10 @@ def model_name(model: Path | None, model_id: str) -> str:
     if model is None:
         return (model_id or DEFAULT_MODEL_ID).rsplit("/", 1)[-1]
     return model.stem if model.suffix == ".gguf" else model.resolve().name
+
+
+def _lora(text: str) -> LoraPlacement:
+    try:
+        return parse_lora(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvgate.cluster.lora_spec import LoraPlacement
 from kvgate.common.grpc_tls import TlsFiles
 from kvgate.gateway.settings import HttpTimeouts
 from kvgate.gateway.tenancy import KeyRing
@@ -58,6 +59,7 @@ class ClusterSettings:
     - ``tls``: TLS on the gateway-worker gRPC link (the same files on every node; None: plaintext).
     - ``stall_timeout_s``: a worker whose engine holds requests without finishing a step this long is
       declared hung: its requests fail (the gateway re-routes them) and Ray restarts it.
+    - ``lora``: LoRA adapters and the workers that load them (:mod:`kvgate.cluster.lora_spec`).
     """
 
     model_path: Path
@@ -84,6 +86,7 @@ class ClusterSettings:
     admin_keys: KeyRing | None = None
     shutdown_grace_s: float = 30.0
     tls: TlsFiles | None = None
+    lora: tuple[LoraPlacement, ...] = ()
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from kvgate.cluster.lora_spec import adapters_of
 from kvgate.cluster.settings import PORTS_PER_NODE, ClusterSettings
 from kvgate.proto.ids import Epoch, WorkerId
 from kvgate.workers.engine import EngineConfig
@@ -49,7 +50,8 @@ def engine_config(settings: ClusterSettings, gpu: bool) -> EngineConfig:
 
 def actor_specs(settings: ClusterSettings, count: int, gpu: bool) -> list[ActorSpec]:
     """One spec per worker slot ``worker-0`` ... ``worker-{count-1}``; epochs and hosts are filled in
-    by each incarnation. Torch threads: None, so the actor uses the CPUs Ray gave it."""
+    by each incarnation. Torch threads: None, so the actor uses the CPUs Ray gave it. Each loads the
+    LoRA adapters placed on it (ValueError for a placement on a worker beyond ``count``)."""
     engine = engine_config(settings, gpu)
     return [
         ActorSpec(
@@ -65,6 +67,7 @@ def actor_specs(settings: ClusterSettings, count: int, gpu: bool) -> list[ActorS
                 metrics_port=settings.worker_metrics_port,
                 stall_timeout_s=settings.stall_timeout_s,
                 tls=settings.tls,
+                adapters=adapters_of(settings.lora, i, count),
             ),
             redis_url=settings.redis_url,
         )

@@ -3,6 +3,7 @@ a valid record is a RecordError, never a crash or a record of wrong types."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -19,6 +20,13 @@ def test_round_trip_and_unknown_fields() -> None:
     assert decode_info(json.dumps(newer)) == info(A)
     assert decode_load(json.dumps({"running_seqs": 2, "future_metric": 9})) == WorkerLoad(running_seqs=2)
     assert decode_load(None) == decode_load("") == WorkerLoad()
+
+
+def test_adapters_round_trip_and_older_records_have_none() -> None:
+    with_adapters = dataclasses.replace(info(A), adapters=("sql", "support"))
+    assert decode_info(encode_info(with_adapters)) == with_adapters
+    older = {k: v for k, v in json.loads(encode_info(info(A))).items() if k != "adapters"}
+    assert decode_info(json.dumps(older)).adapters == ()
 
 
 def test_an_epoch_stored_as_digits_still_decodes() -> None:
@@ -41,6 +49,11 @@ GOOD = json.loads(encode_info(info(A)))
         json.dumps({**GOOD, "epoch": True}),
         json.dumps({**GOOD, "epoch": -1}),
         json.dumps({**GOOD, "worker_id": "has space"}),
+        json.dumps({**GOOD, "adapters": "sql"}),
+        json.dumps({**GOOD, "adapters": [1]}),
+        json.dumps({**GOOD, "adapters": ["b", "a"]}),
+        json.dumps({**GOOD, "adapters": ["a:b"]}),
+        json.dumps({**GOOD, "adapters": [f"a{i}" for i in range(300)]}),
     ],
 )
 def test_bad_infos_are_record_errors(raw: str) -> None:

@@ -62,3 +62,24 @@ def test_only_the_deployments_token_matches(presented: object) -> None:
     assert token_matches(call_token(SECRET).encode(), SECRET)
     assert not token_matches(presented, SECRET)
     assert token_matches(presented, b"")  # no secret: nothing is checked
+
+
+def test_a_record_with_adapters_is_signed_v2_which_covers_them() -> None:
+    with_adapters = dataclasses.replace(INFO, adapters=("sql", "support"))
+    signed = sign_record(with_adapters, SECRET)
+    assert signed.signature.startswith("v2:")
+    assert record_verified(signed, SECRET)
+    for adapters in [("sql",), ("sql", "support", "zz"), ()]:
+        assert not record_verified(dataclasses.replace(signed, adapters=adapters), SECRET)
+
+
+def test_a_v1_record_that_lists_adapters_is_refused() -> None:
+    """v1 does not cover adapters: someone who can write Redis must not add them to a genuine record."""
+    signed = sign_record(INFO, SECRET)
+    assert not record_verified(dataclasses.replace(signed, adapters=("injected",)), SECRET)
+
+
+@pytest.mark.parametrize("adapters", [("",), ("a:b",), ("b", "a"), ("a", "a"), (" a",), ("x" * 129,)])
+def test_malformed_adapter_lists_are_refused(adapters: tuple[str, ...]) -> None:
+    with pytest.raises(ValueError, match="adapter"):
+        dataclasses.replace(INFO, adapters=adapters)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from kvgate.common.grpc_tls import TlsFiles
 from kvgate.proto.ids import Epoch, WorkerId
-from kvgate.proto.workers import check_worker_id
+from kvgate.proto.workers import check_adapter_id, check_worker_id
 from kvgate.workers.engine import EngineConfig
 
 
@@ -33,6 +33,7 @@ class WorkerConfig:
     - ``shutdown_grace_s``: how long :meth:`WorkerServer.stop` lets running calls finish.
     - ``stall_timeout_s``: requests in flight with no engine step finishing for this long mean a hung
       engine: they fail and the worker reports itself broken (None: never). Far above the slowest step.
+    - ``adapters``: LoRA adapters to load at start, ``(id, PEFT folder)``; the worker advertises the ids.
     """
 
     model_path: Path
@@ -55,6 +56,7 @@ class WorkerConfig:
     shutdown_grace_s: float = 5.0
     stall_timeout_s: float | None = 120.0
     tls: TlsFiles | None = None  # serve gRPC over TLS (mutual when tls.ca is set)
+    adapters: tuple[tuple[str, Path], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_path", Path(self.model_path))
@@ -76,6 +78,8 @@ class WorkerConfig:
             raise ValueError(f"stall_timeout_s must be positive, got {self.stall_timeout_s}")
         if self.torch_threads is not None and self.torch_threads < 1:
             raise ValueError(f"torch_threads must be >= 1, got {self.torch_threads}")
+        for adapter_id, _ in self.adapters:
+            check_adapter_id(adapter_id)
 
     @property
     def max_in_flight(self) -> int:

@@ -85,7 +85,7 @@ class WorkerServer:
         events = StepEventPublisher(config.worker_id, config.epoch)
         self.engine = await asyncio.to_thread(
             load_engine, config.model_path, config.engine, events,
-            clock=self._clock, with_tokenizer=config.with_tokenizer,
+            clock=self._clock, with_tokenizer=config.with_tokenizer, adapters=dict(config.adapters),
         )  # fmt: skip
         self.hub = hub = EventHub(config.worker_id, config.epoch, config.subscriber_queue)
         announcer = AdmissionAnnouncer(hub, config.worker_id, config.epoch, config.engine.chunk_size)
@@ -127,7 +127,7 @@ class WorkerServer:
         cache = config.engine.cache
         info = WorkerInfo(
             config.worker_id, config.epoch, config.address(port), cache.fingerprint(), cache.model_id,
-            metrics_address, config.node_id,
+            metrics_address, config.node_id, adapters=self.engine.adapters.names,
         )  # fmt: skip
         return sign_record(info, cache.secret)
 
