@@ -7,7 +7,6 @@ a repeated prompt is a cache hit under its own adapter only."""
 from __future__ import annotations
 
 import contextlib
-import copy
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +14,6 @@ from typing import Any
 
 import openai
 import pytest
-import torch
 
 from kvgate.common.clock import SystemClock
 from kvgate.common.tokenizer import Tokenizer, load_tokenizer
@@ -23,8 +21,8 @@ from kvgate.gateway.compose import build_gateway
 from kvgate.gateway.settings import GatewaySettings, Limits
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.workers.service import WorkerServer
-from tests.common.tokenizer.default_model import transformers_module
 from tests.support.http_server import serve
+from tests.support.lora_adapters import greedy_text, make_adapters
 from tests.support.real_workers import StartWorker
 from tests.workers.service.helpers import CACHE, MAX_MODEL_LEN, eventually
 
@@ -45,23 +43,9 @@ class Stack:
     peft: dict[str, Any]  # adapter id -> peft model; "" -> the base model
 
 
-def _make_adapters(model_dir: Path, out: Path) -> dict[str, Any]:
-    import peft
-
-    hf = transformers_module().AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
-    models: dict[str, Any] = {"": hf}
-    for name, seed in ADAPTERS.items():
-        torch.manual_seed(seed)
-        config = peft.LoraConfig(r=4, lora_alpha=16, target_modules="all-linear", init_lora_weights=False)
-        wrapped = peft.get_peft_model(copy.deepcopy(hf), config)
-        wrapped.save_pretrained(out / name)
-        models[name] = wrapped.eval()
-    return models
-
-
 @pytest.fixture
 async def stack(start_worker: StartWorker, tiny_chat_model: Path, tmp_path: Path) -> AsyncIterator[Stack]:
-    references = _make_adapters(tiny_chat_model, tmp_path)
+    references = make_adapters(tiny_chat_model, tmp_path, ADAPTERS)
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
     workers = {
         name: await start_worker(index, worker_id=f"worker-{i}", adapters=((name, tmp_path / name),))
@@ -77,11 +61,7 @@ async def stack(start_worker: StartWorker, tiny_chat_model: Path, tmp_path: Path
 
 
 def _greedy(stack: Stack, adapter: str, n: int) -> str:
-    text = stack.tokenizer.apply_chat_template(MESSAGES)
-    ids = torch.tensor([stack.tokenizer.encode(text, add_special_tokens=False).tolist()])
-    with torch.inference_mode():
-        out = stack.peft[adapter].generate(input_ids=ids, do_sample=False, max_new_tokens=n, min_new_tokens=n)
-    return stack.tokenizer.decode(out[0, ids.shape[1] :].tolist(), skip_special_tokens=True)
+    return greedy_text(stack.peft[adapter], stack.tokenizer, MESSAGES, n)
 
 
 def _served(stack: Stack) -> dict[str, int]:
