@@ -35,12 +35,13 @@ class DecodeRun(NamedTuple):
         return self.tokens / self.seconds
 
 
-def load_hf(model_path: Path, device: str, dtype: torch.dtype) -> Any:
+def load_hf(model_path: Path, device: str, dtype: torch.dtype, attention: str = "sdpa") -> Any:
     """``transformers``' own load of the model kvgate serves: a ``.gguf`` file (dequantised by
-    transformers, as kvgate dequantises it) or a safetensors directory; SDPA attention, eval mode."""
+    transformers, as kvgate dequantises it) or a safetensors directory; ``attention`` (an
+    ``attn_implementation``: SDPA by default), eval mode."""
     transformers.logging.set_verbosity_error()
     auto = transformers.AutoModelForCausalLM
-    kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": "sdpa"}
+    kwargs: dict[str, Any] = {"dtype": dtype, "attn_implementation": attention}
     if model_path.suffix == ".gguf":
         model = auto.from_pretrained(model_path.parent, gguf_file=model_path.name, **kwargs)
     else:

@@ -70,13 +70,14 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 FAMILY_VARIANTS = ("qwen3", "gemma2", "gemma3", "phi3", "mixtral", "qwen3-moe")
 
 
-def save_tiny_model(variant: str, folder: Path, seed: int = 0) -> Any:
+def save_tiny_model(variant: str, folder: Path, seed: int = 0, sizes: dict[str, Any] | None = None) -> Any:
     """Build the variant with random weights, save it to ``folder`` (config.json + model.safetensors)
-    and return the ``transformers`` model (fp32, eval mode)."""
+    and return the ``transformers`` model (fp32, eval mode). ``sizes``: config fields to change, over
+    ``COMMON`` and the variant's own (a larger model for benchmarks)."""
     import transformers
 
     class_name, overrides = VARIANTS[variant]
-    config = getattr(transformers, class_name)(**{**COMMON, **overrides})
+    config = getattr(transformers, class_name)(**{**COMMON, **overrides, **(sizes or {})})
     torch.manual_seed(seed)
     model = transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32).eval()
     with torch.no_grad():
