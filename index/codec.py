@@ -74,11 +74,11 @@ def decode_info(raw: str) -> WorkerInfo:
     if isinstance(epoch, str) and epoch.isdigit():  # as older writers may store it
         found["epoch"] = int(epoch)
     _check_types(found, _INFO_TYPES)
-    adapters = found.get("adapters", [])
-    if any(not isinstance(a, str) for a in adapters):
-        raise RecordError("adapters must be a list of strings")
-    if "adapters" in found:
-        found["adapters"] = tuple(adapters)
+    for name in ("adapters", "loadable_adapters"):
+        if name in found:
+            if any(not isinstance(a, str) for a in found[name]):
+                raise RecordError(f"{name} must be a list of strings")
+            found[name] = tuple(found[name])
     return _build(WorkerInfo, found)
 
 
@@ -102,6 +102,7 @@ def decode_load(raw: str | None) -> WorkerLoad:
 _INFO_TYPES: dict[str, type] = {
     "worker_id": str, "epoch": int, "address": str, "fingerprint": str, "model_id": str,
     "metrics_address": str, "node_id": str, "signature": str, "adapters": list,
+    "loadable_adapters": list,
 }  # fmt: skip
 
 

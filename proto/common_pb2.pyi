@@ -199,7 +199,7 @@ class Snapshot(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., epoch: _Optional[int] = ..., seq: _Optional[int] = ..., holdings: _Optional[_Iterable[_Union[Holding, _Mapping]]] = ...) -> None: ...
 
 class WorkerInfo(_message.Message):
-    __slots__ = ("worker_id", "epoch", "address", "fingerprint", "model_id", "metrics_address", "node_id", "signature", "adapters")
+    __slots__ = ("worker_id", "epoch", "address", "fingerprint", "model_id", "metrics_address", "node_id", "signature", "adapters", "loadable_adapters")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -209,6 +209,7 @@ class WorkerInfo(_message.Message):
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     ADAPTERS_FIELD_NUMBER: _ClassVar[int]
+    LOADABLE_ADAPTERS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     epoch: int
     address: str
@@ -218,7 +219,8 @@ class WorkerInfo(_message.Message):
     node_id: str
     signature: str
     adapters: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, worker_id: _Optional[str] = ..., epoch: _Optional[int] = ..., address: _Optional[str] = ..., fingerprint: _Optional[str] = ..., model_id: _Optional[str] = ..., metrics_address: _Optional[str] = ..., node_id: _Optional[str] = ..., signature: _Optional[str] = ..., adapters: _Optional[_Iterable[str]] = ...) -> None: ...
+    loadable_adapters: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, worker_id: _Optional[str] = ..., epoch: _Optional[int] = ..., address: _Optional[str] = ..., fingerprint: _Optional[str] = ..., model_id: _Optional[str] = ..., metrics_address: _Optional[str] = ..., node_id: _Optional[str] = ..., signature: _Optional[str] = ..., adapters: _Optional[_Iterable[str]] = ..., loadable_adapters: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class WorkerLoad(_message.Message):
     __slots__ = ("waiting_prefill_tokens", "running_seqs", "waiting_seqs", "gpu_blocks_total", "gpu_blocks_free", "cpu_blocks_total", "cpu_blocks_free", "gpu_blocks_cached", "evicted_ttl_blocks", "evicted_pressure_blocks", "offloaded_blocks")

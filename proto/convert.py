@@ -215,6 +215,7 @@ def worker_info_to_proto(info: WorkerInfo) -> common_pb2.WorkerInfo:
         node_id=info.node_id,
         signature=info.signature,
         adapters=info.adapters,
+        loadable_adapters=info.loadable_adapters,
     )
 
 
@@ -231,6 +232,7 @@ def worker_info_from_proto(msg: common_pb2.WorkerInfo) -> WorkerInfo:
         node_id=msg.node_id,
         signature=msg.signature,
         adapters=tuple(msg.adapters),
+        loadable_adapters=tuple(msg.loadable_adapters),
     )
 
 

@@ -9,7 +9,8 @@ call it; neither is proof of belonging to the deployment. The secret is:
 - **Signing worker records.** A worker signs its registration record (:func:`sign_record`);
   a gateway routes only to records whose signature verifies (:func:`record_verified`). The signature
   covers every field of its format, so a copied record cannot be pointed at another address. Format
-  ``v1`` covers the fields of the first records; ``v2`` adds the LoRA adapters a worker holds. A
+  ``v1`` covers the fields of the first records; ``v2`` adds the LoRA adapters a worker holds or
+  loads on request. A
   worker without adapters signs ``v1`` (so gateways that know only ``v1`` keep routing to it), one
   with adapters ``v2``; a reader refuses a ``v1`` record that lists adapters (nothing vouches for
   them). Fields a newer kvgate adds need a new format, which older readers do not know and refuse, so
@@ -35,7 +36,8 @@ from kvgate.proto.workers import WorkerInfo
 CALL_TOKEN_HEADER = "x-kvgate-worker-token"
 """The gRPC metadata key that carries :func:`call_token` on calls to a worker."""
 _V1_FIELDS = ("worker_id", "epoch", "address", "fingerprint", "model_id", "metrics_address", "node_id")
-_FORMATS = {"v1": _V1_FIELDS, "v2": (*_V1_FIELDS, "adapters")}  # signature format -> the fields it covers
+# signature format -> the fields it covers
+_FORMATS = {"v1": _V1_FIELDS, "v2": (*_V1_FIELDS, "adapters", "loadable_adapters")}
 
 
 def derive(secret: bytes, purpose: str) -> bytes:
@@ -47,7 +49,7 @@ def sign_record(info: WorkerInfo, secret: bytes) -> WorkerInfo:
     """``info`` with its signature under ``secret`` (unsigned, as is, when ``secret`` is empty)."""
     if not secret:
         return dataclasses.replace(info, signature="")
-    form = "v2" if info.adapters else "v1"
+    form = "v2" if info.adapters or info.loadable_adapters else "v1"
     return dataclasses.replace(info, signature=f"{form}:{_record_mac(info, secret, form)}")
 
 
@@ -57,7 +59,7 @@ def record_verified(info: WorkerInfo, secret: bytes) -> bool:
     if not secret:
         return not info.signature
     form, _, mac = info.signature.partition(":")
-    if form not in _FORMATS or ("adapters" not in _FORMATS[form] and info.adapters):
+    if form not in _FORMATS or ("adapters" not in _FORMATS[form] and info.all_adapters):
         return False
     presented = mac.encode("utf-8", "surrogateescape")
     return hmac.compare_digest(presented, _record_mac(info, secret, form).encode())

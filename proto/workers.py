@@ -38,7 +38,8 @@ class WorkerInfo:
     :meth:`CacheLayout.fingerprint`, which a gateway must match before routing to it; ``signature``
     proves the record was written by a holder of the deployment secret (:mod:`kvgate.proto.trust`;
     empty in a deployment without one). ``adapters``: the LoRA adapter ids it holds, sorted, each
-    once (see :func:`check_adapter_id`)."""
+    once (see :func:`check_adapter_id`); ``loadable_adapters``: those it loads when a request first
+    names them (sorted, each once, none of them held at start)."""
 
     worker_id: WorkerId
     epoch: Epoch
@@ -49,18 +50,32 @@ class WorkerInfo:
     node_id: str = ""
     signature: str = ""
     adapters: tuple[str, ...] = ()
+    loadable_adapters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         check_worker_id(self.worker_id)
         if self.epoch < 0:
             raise ValueError(f"epoch must be >= 0, got {self.epoch}")
-        object.__setattr__(self, "adapters", tuple(self.adapters))
-        if len(self.adapters) > MAX_ADAPTERS:
-            raise ValueError(f"a worker holds at most {MAX_ADAPTERS} adapters, got {len(self.adapters)}")
-        for adapter in self.adapters:
-            check_adapter_id(adapter)
-        if list(self.adapters) != sorted(set(self.adapters)):
-            raise ValueError("adapters must be sorted, each once")
+        for name in ("adapters", "loadable_adapters"):
+            object.__setattr__(self, name, _adapter_list(name, getattr(self, name)))
+        if set(self.adapters) & set(self.loadable_adapters):
+            raise ValueError("an adapter is either held or loadable, not both")
+
+    @property
+    def all_adapters(self) -> frozenset[str]:
+        """The adapters requests to this worker may name: held or loadable."""
+        return frozenset(self.adapters) | frozenset(self.loadable_adapters)
+
+
+def _adapter_list(name: str, ids: tuple[str, ...]) -> tuple[str, ...]:
+    ids = tuple(ids)
+    if len(ids) > MAX_ADAPTERS:
+        raise ValueError(f"{name}: a worker lists at most {MAX_ADAPTERS} adapters, got {len(ids)}")
+    for adapter in ids:
+        check_adapter_id(adapter)
+    if list(ids) != sorted(set(ids)):
+        raise ValueError(f"{name} must be sorted, each adapter once")
+    return ids
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,6 +22,7 @@ from kvgate.gateway.metrics import GatewayMetrics, StreamTimer
 from kvgate.gateway.routing.router import Router
 from kvgate.gateway.routing.types import Routed
 from kvgate.gateway.upstream import calls
+from kvgate.gateway.upstream.adapters import AdapterResidency
 from kvgate.gateway.upstream.calls import DEAD, RetryableError
 from kvgate.gateway.upstream.channels import ChannelPool
 from kvgate.gateway.upstream.directory import WorkerDirectory
@@ -63,6 +64,7 @@ class Dispatcher:
         self._quarantine_s = quarantine_s
         self._metrics = metrics
         self._inflight = inflight if inflight is not None else InFlight()
+        self._residency = AdapterResidency()
 
     async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> tuple[Routed, WorkerInfo]:
         """Routes ``job`` (recording the decision); NoWorkersError when no worker is routable. Returns
@@ -84,6 +86,7 @@ class Dispatcher:
         """Call after each directory refresh: abandons calls to incarnations that left the directory
         (see :mod:`.inflight`) and closes the channels no live worker or open call needs."""
         known = self._directory.known()
+        self._residency.retain(w.info for w in known)
         for lost in self._inflight.abandon_lost({(w.info.worker_id, w.info.epoch) for w in known}):
             log.warning("worker %s (epoch %d) left the directory with a call open and silent; abandoning it",
                         lost.info.worker_id, lost.info.epoch)  # fmt: skip
@@ -94,18 +97,20 @@ class Dispatcher:
         return len(self._directory.known())
 
     def adapters(self) -> tuple[str, ...]:
-        """The LoRA adapter ids known workers hold (sorted; no I/O)."""
-        return tuple(sorted({a for w in self._directory.known() for a in w.info.adapters}))
+        """The LoRA adapter ids known workers hold or can load (sorted; no I/O)."""
+        return tuple(sorted({a for w in self._directory.known() for a in w.info.all_adapters}))
 
     def _routable(self, exclude: frozenset[WorkerId], adapter_id: str = "") -> list[WorkerStatus]:
-        """Live workers not in ``exclude`` that hold ``adapter_id`` (when it is set); when there are
-        none, the quarantined ones of those (a worker that failed a moment ago beats refusing)."""
+        """Live workers not in ``exclude`` that can serve ``adapter_id`` (when it is set), those
+        holding it already when there are any (see :class:`AdapterResidency`); when there are none,
+        the quarantined ones alike (a worker that failed a moment ago beats refusing)."""
 
         def fits(w: WorkerStatus) -> bool:
-            return w.info.worker_id not in exclude and (not adapter_id or adapter_id in w.info.adapters)
+            return w.info.worker_id not in exclude and (not adapter_id or adapter_id in w.info.all_adapters)
 
-        workers = [w for w in self._directory.live() if fits(w)]
-        workers = workers or [w for w in self._directory.known() if fits(w)]
+        prefer = self._residency.prefer
+        workers = prefer([w for w in self._directory.live() if fits(w)], adapter_id)
+        workers = workers or prefer([w for w in self._directory.known() if fits(w)], adapter_id)
         if not workers:
             held = f" holding LoRA adapter {adapter_id!r}" if adapter_id else ""
             raise NoWorkersError(f"no worker{held} is available to serve this request")
@@ -179,6 +184,8 @@ class Dispatcher:
                 except StopAsyncIteration:
                     break
                 opened.received()
+                if prefill_open:
+                    self._residency.served(info, job.adapter_id)
                 prefill_open = prefill_open and self._close_prefill(routed)
                 if msg.HasField("final"):
                     self._inflight.close(opened)  # over, even if our consumer never resumes us

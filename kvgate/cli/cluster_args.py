@@ -65,6 +65,9 @@ def add_worker_arguments(parser: argparse.ArgumentParser, fixed_ports: bool = Fa
     parser.add_argument("--lora", action="append", type=_lora, default=[], metavar="ID=PATH[@I,J]",
                         help="a LoRA adapter (PEFT folder) loaded at start by every worker, or by "
                              "worker-I, worker-J; clients name it MODEL:ID or ID (repeatable)")  # fmt: skip
+    parser.add_argument("--lora-dir", type=Path,
+                        help="a folder of PEFT adapters (one subfolder each, named by its id) that workers "
+                             "load when a request first names one")  # fmt: skip
     parser.add_argument("--ray-temp-dir", help="a local Ray instance's files (default: Ray's)")
     parser.add_argument("--ready-timeout", type=float, default=600.0, help="seconds to wait for the workers")
 
@@ -149,6 +152,7 @@ def settings_from(args: argparse.Namespace, *, local: bool = False) -> ClusterSe
         shutdown_grace_s=getattr(args, "shutdown_grace", 30.0),
         tls=tls_from(args),
         lora=tuple(getattr(args, "lora", ())),
+        lora_dir=getattr(args, "lora_dir", None),
         **optional,
     )
 

@@ -59,7 +59,8 @@ class ClusterSettings:
     - ``tls``: TLS on the gateway-worker gRPC link (the same files on every node; None: plaintext).
     - ``stall_timeout_s``: a worker whose engine holds requests without finishing a step this long is
       declared hung: its requests fail (the gateway re-routes them) and Ray restarts it.
-    - ``lora``: LoRA adapters and the workers that load them (:mod:`kvgate.cluster.lora_spec`).
+    - ``lora``: LoRA adapters and the workers that load them (:mod:`kvgate.cluster.lora_spec`);
+      ``lora_dir``: a folder of adapters every worker loads on request (the same path on every node).
     """
 
     model_path: Path
@@ -87,6 +88,7 @@ class ClusterSettings:
     shutdown_grace_s: float = 30.0
     tls: TlsFiles | None = None
     lora: tuple[LoraPlacement, ...] = ()
+    lora_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.workers is not None and self.workers < 1:

@@ -68,6 +68,7 @@ def actor_specs(settings: ClusterSettings, count: int, gpu: bool) -> list[ActorS
                 stall_timeout_s=settings.stall_timeout_s,
                 tls=settings.tls,
                 adapters=adapters_of(settings.lora, i, count),
+                lora_dir=settings.lora_dir,
             ),
             redis_url=settings.redis_url,
         )

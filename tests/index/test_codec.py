@@ -23,7 +23,7 @@ def test_round_trip_and_unknown_fields() -> None:
 
 
 def test_adapters_round_trip_and_older_records_have_none() -> None:
-    with_adapters = dataclasses.replace(info(A), adapters=("sql", "support"))
+    with_adapters = dataclasses.replace(info(A), adapters=("sql", "support"), loadable_adapters=("x",))
     assert decode_info(encode_info(with_adapters)) == with_adapters
     older = {k: v for k, v in json.loads(encode_info(info(A))).items() if k != "adapters"}
     assert decode_info(json.dumps(older)).adapters == ()
@@ -54,6 +54,8 @@ GOOD = json.loads(encode_info(info(A)))
         json.dumps({**GOOD, "adapters": ["b", "a"]}),
         json.dumps({**GOOD, "adapters": ["a:b"]}),
         json.dumps({**GOOD, "adapters": [f"a{i}" for i in range(300)]}),
+        json.dumps({**GOOD, "loadable_adapters": [None]}),
+        json.dumps({**GOOD, "adapters": ["a"], "loadable_adapters": ["a"]}),
     ],
 )
 def test_bad_infos_are_record_errors(raw: str) -> None:

@@ -64,7 +64,8 @@ worker_infos = st.builds(
     model_id=names,
     metrics_address=st.text(max_size=24),
     node_id=st.text(max_size=24),
-    adapters=st.sets(st.from_regex(r"[a-z0-9][a-z0-9._/-]{0,10}", fullmatch=True), max_size=3).map(sorted),
+    adapters=st.sets(st.from_regex(r"a[a-z0-9._/-]{0,10}", fullmatch=True), max_size=3).map(sorted),
+    loadable_adapters=st.sets(st.from_regex(r"b[a-z0-9._/-]{0,10}", fullmatch=True), max_size=3).map(sorted),
 )
 worker_loads = st.builds(
     WorkerLoad,

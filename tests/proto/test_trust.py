@@ -83,3 +83,15 @@ def test_a_v1_record_that_lists_adapters_is_refused() -> None:
 def test_malformed_adapter_lists_are_refused(adapters: tuple[str, ...]) -> None:
     with pytest.raises(ValueError, match="adapter"):
         dataclasses.replace(INFO, adapters=adapters)
+
+
+def test_loadable_adapters_are_signed_v2_and_a_v1_record_listing_them_is_refused() -> None:
+    signed = sign_record(dataclasses.replace(INFO, loadable_adapters=("sql",)), SECRET)
+    assert signed.signature.startswith("v2:")
+    assert record_verified(signed, SECRET)
+    assert not record_verified(dataclasses.replace(signed, loadable_adapters=("sql", "x")), SECRET)
+    assert not record_verified(
+        dataclasses.replace(sign_record(INFO, SECRET), loadable_adapters=("x",)), SECRET
+    )
+    with pytest.raises(ValueError, match="either held or loadable"):
+        dataclasses.replace(INFO, adapters=("a",), loadable_adapters=("a",))

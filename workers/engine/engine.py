@@ -21,8 +21,10 @@ the worker restarts it under a new epoch, whose first event batch clears what th
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from collections.abc import Sequence as Seq
 from dataclasses import replace
+from pathlib import Path
 
 import torch
 
@@ -52,7 +54,7 @@ from kvgate.workers.engine.stopping import Stop
 from kvgate.workers.engine.token_mask import GrammarMasker
 from kvgate.workers.kv import EventPublisher, KVCacheManager, KVCounters
 from kvgate.workers.model import DecoderModel, ModelConfig, allocate_kv_caches
-from kvgate.workers.model.lora import AdapterSet
+from kvgate.workers.model.lora import AdapterLibrary, AdapterSet, LoraAdapter, load_peft_adapter
 
 MAX_QUEUED_EVENT_BATCHES = 1024  # older ones are dropped; the consumer sees the gap and asks for a snapshot
 
@@ -73,10 +75,12 @@ class LLMEngine:
         tokenizer: Tokenizer | None = None,
         clock: Clock | None = None,
         adapters: AdapterSet | None = None,
+        lora_dir: Path | None = None,
     ) -> None:
         """Allocates the KV tiers. Raises ValueError when ``model`` is not on ``config.device`` in
         ``config.dtype`` or the GPU tier cannot hold ``config.max_model_len`` tokens. ``adapters``:
-        the LoRA adapters requests may name (on the model's device, in its dtype); None: none."""
+        the LoRA adapters requests may name (on the model's device, in its dtype); None: none.
+        ``lora_dir``: a folder of PEFT adapters loadable on request (:meth:`ensure_adapter`)."""
         _check_model(config, model)
         self.config, self.publisher = config, publisher
         self._clock = clock or SystemClock()
@@ -88,7 +92,8 @@ class LLMEngine:
         self.kv = KVCacheManager(config.kv_config(num_gpu), self._clock, publisher)
         gpu = allocate_kv_caches(kv, num_gpu, bs, device=device)
         cpu = allocate_cpu_tier(kv, config.num_cpu_blocks, bs, pinned=device.type == "cuda")
-        self.adapters = adapters or AdapterSet()
+        self.adapters = adapters if adapters is not None else AdapterSet()
+        self.library = AdapterLibrary(self.adapters, lora_dir, self._adapter_loader(model))
         self.runner = ModelRunner(model, kernels, gpu, cpu, bs, self.adapters)
         self.scheduler = Scheduler(config.limits, self.kv)
         eos = frozenset(model.config.eos_token_ids) | frozenset(tokenizer.eos_token_ids if tokenizer else ())
@@ -129,6 +134,16 @@ class LLMEngine:
         Thread-safe; may take milliseconds, so an event loop calls it from a thread. ValueError, with
         the reason, when it cannot be compiled."""
         return self._factory.compile(constraint)
+
+    def ensure_adapter(self, name: str) -> None:
+        """Loads LoRA adapter ``name`` from the engine's folder unless it is held already (see
+        :class:`AdapterLibrary`). Thread-safe; may take a while, so an event loop calls it from a
+        thread. ValueError when this engine cannot hold it."""
+        self.library.ensure(name)
+
+    def _adapter_loader(self, model: DecoderModel) -> Callable[[Path, str], LoraAdapter]:
+        device, dtype = self.config.torch_device, self.config.torch_dtype
+        return lambda folder, name: load_peft_adapter(folder, name, model.config).to(device, dtype)
 
     def abort(self, request_id: str) -> bool:
         """Aborts a request at the next step boundary (its blocks are freed, its last output says

@@ -25,10 +25,12 @@ def load_engine(
     clock: Clock | None = None,
     with_tokenizer: bool = True,
     adapters: Mapping[str, str | Path] | None = None,
+    lora_dir: Path | None = None,
 ) -> LLMEngine:
     """An engine for the model at ``model_path`` (a ``.gguf`` file or a HF safetensors directory) with
     ``config``'s kernels, device and dtype. ``with_tokenizer=False`` skips the tokenizer (then stop
-    strings are refused). ``adapters``: LoRA adapter id -> PEFT folder, each loaded for this model.
+    strings are refused). ``adapters``: LoRA adapter id -> PEFT folder, each loaded for this model;
+    ``lora_dir``: a folder whose PEFT subfolders are loaded when a request names them.
     Raises ValueError for a CUDA device when CUDA is unavailable; loading errors (missing files,
     unsupported architectures, adapters that do not fit the model) propagate from the loaders."""
     device = config.torch_device
@@ -41,4 +43,13 @@ def load_engine(
         for name, folder in (adapters or {}).items()
     )
     tokenizer = load_tokenizer(model_path) if with_tokenizer else None
-    return LLMEngine(config, model, kernels, publisher, tokenizer=tokenizer, clock=clock, adapters=loaded)
+    return LLMEngine(
+        config,
+        model,
+        kernels,
+        publisher,
+        tokenizer=tokenizer,
+        clock=clock,
+        adapters=loaded,
+        lora_dir=lora_dir,
+    )

@@ -27,7 +27,7 @@ class ModelRunner:
         adapters: AdapterSet | None = None,
     ) -> None:
         self.model, self.kernels = model, kernels
-        self.adapters = adapters or AdapterSet()
+        self.adapters = adapters if adapters is not None else AdapterSet()
         self.gpu, self.cpu = gpu, cpu
         self.block_size = block_size
         self.device = model.embed.weight.device

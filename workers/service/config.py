@@ -33,7 +33,8 @@ class WorkerConfig:
     - ``shutdown_grace_s``: how long :meth:`WorkerServer.stop` lets running calls finish.
     - ``stall_timeout_s``: requests in flight with no engine step finishing for this long mean a hung
       engine: they fail and the worker reports itself broken (None: never). Far above the slowest step.
-    - ``adapters``: LoRA adapters to load at start, ``(id, PEFT folder)``; the worker advertises the ids.
+    - ``adapters``: LoRA adapters to load at start, ``(id, PEFT folder)``; ``lora_dir``: a folder whose
+      PEFT subfolders are loaded when a request first names them. The worker advertises both.
     """
 
     model_path: Path
@@ -57,6 +58,7 @@ class WorkerConfig:
     stall_timeout_s: float | None = 120.0
     tls: TlsFiles | None = None  # serve gRPC over TLS (mutual when tls.ca is set)
     adapters: tuple[tuple[str, Path], ...] = ()
+    lora_dir: Path | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "model_path", Path(self.model_path))

@@ -133,6 +133,12 @@ class EngineLoop:
             return None
         return await asyncio.to_thread(self._engine.compile_grammar, constraint)
 
+    async def ensure_adapter(self, request: EngineRequest) -> None:
+        """Loads ``request``'s LoRA adapter on a worker thread if the engine may load it and has not
+        yet (nothing without one). ValueError when the engine cannot hold it."""
+        if request.adapter_id:
+            await asyncio.to_thread(self._engine.ensure_adapter, request.adapter_id)
+
     def submit(self, request: EngineRequest, grammar: Grammar | None = None) -> RequestStream:
         """Hands ``request`` to the engine; returns its output stream. Raises EngineUnavailableError
         (broken or stopping), DuplicateRequestError, AdmissionFullError, or ValueError when the

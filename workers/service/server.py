@@ -86,6 +86,7 @@ class WorkerServer:
         self.engine = await asyncio.to_thread(
             load_engine, config.model_path, config.engine, events,
             clock=self._clock, with_tokenizer=config.with_tokenizer, adapters=dict(config.adapters),
+            lora_dir=config.lora_dir,
         )  # fmt: skip
         self.hub = hub = EventHub(config.worker_id, config.epoch, config.subscriber_queue)
         announcer = AdmissionAnnouncer(hub, config.worker_id, config.epoch, config.engine.chunk_size)
@@ -128,6 +129,7 @@ class WorkerServer:
         info = WorkerInfo(
             config.worker_id, config.epoch, config.address(port), cache.fingerprint(), cache.model_id,
             metrics_address, config.node_id, adapters=self.engine.adapters.names,
+            loadable_adapters=self.engine.library.loadable,
         )  # fmt: skip
         return sign_record(info, cache.secret)
 

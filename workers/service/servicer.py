@@ -103,6 +103,7 @@ class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
     ) -> RequestStream:
         try:
             engine_request = messages.engine_request(request)
+            await self._loop.ensure_adapter(engine_request)  # off the loop: loading takes a while
             grammar = await self._loop.compile_grammar(engine_request)  # off the loop: it may take a while
             return self._loop.submit(engine_request, grammar)
         except (ValueError, DuplicateRequestError, AdmissionFullError, EngineUnavailableError) as exc:

@@ -109,3 +109,38 @@ async def test_a_repeated_prompt_is_a_hit_under_its_adapter_only(stack: Stack) -
     assert again.usage.prompt_tokens_details.cached_tokens > 0
     base = await _chat(stack, MODEL)  # same prompt, the base model: no block of sql's is reused
     assert base.usage.prompt_tokens_details.cached_tokens == 0
+
+
+@pytest.fixture
+async def loading(start_worker: StartWorker, tiny_chat_model: Path, tmp_path: Path) -> AsyncIterator[Stack]:
+    """Two workers that hold no adapter at start but may load either from one folder."""
+    references = make_adapters(tiny_chat_model, tmp_path, ADAPTERS)
+    index = MemoryPrefixIndex(IndexSettings(), SystemClock())
+    workers = {
+        f"worker-{i}": await start_worker(index, worker_id=f"worker-{i}", lora_dir=tmp_path) for i in range(2)
+    }
+    tokenizer = load_tokenizer(tiny_chat_model)
+    gateway = build_gateway(GatewaySettings(MODEL, CACHE, limits=LIMITS), index, tokenizer, refresh_s=0.1)
+    async with serve(gateway.app) as url, contextlib.AsyncExitStack() as stack:
+        await eventually(lambda: gateway.dispatcher.routable_count() == 2)
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        await stack.enter_async_context(client)
+        yield Stack(client, tokenizer, workers, references)
+
+
+async def test_an_adapter_loads_on_its_first_request_and_its_requests_stay_where_it_loaded(
+    loading: Stack,
+) -> None:
+    listed = await loading.client.models.list()
+    assert [m.id for m in listed.data] == [MODEL, f"{MODEL}:sql", f"{MODEL}:support"]
+    assert not any(len(w.engine.adapters) for w in loading.workers.values())
+    reply = await _chat(loading, f"{MODEL}:sql")
+    assert reply.choices[0].message.content == _greedy(loading, "sql", 8)
+    (home,) = [name for name, w in loading.workers.items() if "sql" in w.engine.adapters]
+    for i, question in enumerate(("Count rows.", "Drop nothing.", "Join them.", "Sum it.")):
+        messages = [{"role": "user", "content": f"{question} " * (20 + 7 * i)}]  # nothing cached anywhere
+        other = await loading.client.chat.completions.create(
+            model=f"{MODEL}:sql", messages=messages, max_tokens=2, temperature=0
+        )
+        assert other.model_extra["kvgate"]["worker"] == home
+    assert [name for name, w in loading.workers.items() if "sql" in w.engine.adapters] == [home]
