@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
-import transformers
+
+from tests.support.shadowed import prefer_installed
+
+prefer_installed()  # transformers imports PyPI's ``kernels``, not this repository's kernels/ folder
+
+import transformers  # noqa: E402
 
 
 class DecodeRun(NamedTuple):

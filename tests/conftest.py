@@ -10,9 +10,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.redis_cluster import LocalRedisCluster
-from tests.support.redis_sentinel import LocalSentinel
-from tests.support.redis_server import RedisServer, redis_server_binary, wait_for_redis
+from tests.support.shadowed import prefer_installed
+
+prefer_installed()  # before anything imports transformers, which imports PyPI's ``kernels``
+
+from tests.support.redis_cluster import LocalRedisCluster  # noqa: E402
+from tests.support.redis_sentinel import LocalSentinel  # noqa: E402
+from tests.support.redis_server import RedisServer, redis_server_binary, wait_for_redis  # noqa: E402
 
 # Fixtures shared by every folder that needs them (not copied per folder): the default model and its
 # transformers twin (``tests.support.smollm2``), ``live`` (a gateway over scripted workers) and
