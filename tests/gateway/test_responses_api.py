@@ -209,3 +209,33 @@ async def test_unknown_ids_are_404_on_get_and_delete(live: LiveGateway) -> None:
             assert reply.json()["error"] == {"message": "No response with id 'resp_x' found.",
                                              "type": "invalid_request_error", "param": "response_id",
                                              "code": "response_not_found"}  # fmt: skip
+
+
+async def test_input_items_render_as_the_same_chat_completion_would(live: LiveGateway) -> None:
+    """A stateless tool exchange (an earlier call and its output sent back as items) makes the prompt
+    the equivalent chat messages make: tools, call and result rendered alike."""
+    weather = {"type": "object", "properties": {"city": {"type": "string"}}}
+    items = [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "input_text", "text": "Weather in Oslo?"}]},
+        {"type": "function_call", "call_id": "call_1", "name": "weather", "arguments": '{"city": "Oslo"}'},
+        {"type": "function_call_output", "call_id": "call_1", "output": "4 C, clear"},
+    ]
+    messages = [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather in Oslo?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+            "function": {"name": "weather", "arguments": '{"city": "Oslo"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "4 C, clear"},
+    ]  # fmt: skip
+    async with httpx.AsyncClient(base_url=live.url) as http:
+        tools = [{"type": "function", "name": "weather", "parameters": weather}]
+        reply = await http.post("/v1/responses", json={"model": MODEL, "input": items, "tools": tools,
+                                                       "max_output_tokens": 2})  # fmt: skip
+        chat_tools = [{"type": "function", "function": {"name": "weather", "parameters": weather}}]
+        chat_body = {"model": MODEL, "messages": messages, "tools": chat_tools, "max_tokens": 2}
+        chat = await http.post("/v1/chat/completions", json=chat_body)
+    assert reply.status_code == 200, reply.text
+    assert reply.json()["usage"]["input_tokens"] == chat.json()["usage"]["prompt_tokens"]
+    assert reply.json()["tools"] == [{"type": "function", "name": "weather", "description": None,
+                                      "parameters": weather, "strict": None}]  # fmt: skip
