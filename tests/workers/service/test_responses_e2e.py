@@ -180,3 +180,21 @@ async def test_a_required_function_call_then_its_output_in_the_next_turn(stack: 
         assert answer.output_text.strip()
         assert answer.usage is not None
         assert answer.usage.input_tokens_details.cached_tokens >= CACHE.chunk_size  # the tool block, at least
+
+
+async def test_a_json_schema_text_format_constrains_the_output(stack: Stack) -> None:
+    properties = {"city": {"enum": ["Oslo", "Lima"]}, "rain": {"type": "boolean"}}
+    schema = {
+        "type": "object",
+        "properties": properties,
+        "required": ["city", "rain"],
+        "additionalProperties": False,
+    }
+    reply = await stack.client.responses.create(
+        model=MODEL, input="Is it raining in Lima?", temperature=1.0, max_output_tokens=40,
+        text={"format": {"type": "json_schema", "name": "weather", "schema": schema, "strict": True}},
+    )  # fmt: skip
+    assert reply.status == "completed"
+    jsonschema.validate(json.loads(reply.output_text), schema)
+    assert reply.text is not None
+    assert reply.text.format.type == "json_schema"
