@@ -68,9 +68,11 @@ def build_gateway(
     tokenizer: Tokenizer,
     refresh_s: float = 1.0,
     clock: Clock | None = None,
+    responses: ResponseStore | None = None,
 ) -> Gateway:
     """Wires a gateway over ``index`` (owned by the caller, who closes it); ``clock`` is the
-    index's (wall) clock."""
+    index's (wall) clock. ``responses``: where the Responses API keeps stored responses (None: this
+    gateway's memory, bounded by ``settings.responses``)."""
     clock = clock or SystemClock()
     directory = WorkerDirectory(index, settings.cache.fingerprint(), refresh_s, secret=settings.cache.secret)
     router = Router(
@@ -113,7 +115,7 @@ def build_gateway(
             await router.drain()
             await channels.close()
 
-    responses = MemoryResponseStore(settings.responses, time.monotonic)
+    responses = responses or MemoryResponseStore(settings.responses, time.monotonic)
     app = create_app(core, directory, metrics, responses, lifespan)
     return Gateway(settings, app, core, dispatcher, directory, router, metrics, diagnostics, responses)
 

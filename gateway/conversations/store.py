@@ -55,7 +55,8 @@ class StoredResponse:
 
 class ResponseStore(Protocol):
     """Where stored responses are kept. Implementations: :class:`MemoryResponseStore` (one gateway's
-    memory). Every method is safe to call from the event loop and never blocks it."""
+    memory), :class:`RedisResponseStore` (shared by the gateways on one Redis). Every method is safe
+    to call from the event loop and never blocks it; a store that cannot answer raises GatewayError."""
 
     async def put(self, tenant: str, stored: StoredResponse) -> None:
         """Keeps ``stored`` for ``tenant`` (replacing one of the same id), then drops what is over a

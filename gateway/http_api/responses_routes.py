@@ -10,6 +10,7 @@ id the caller's tenant has no response of (unknown, expired, deleted, another te
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
@@ -36,6 +37,7 @@ from kvgate.gateway.upstream.errors import UpstreamError
 from kvgate.proto.sampling import FinishReason
 
 Events = AsyncIterator[TextDelta | TextDone]
+log = logging.getLogger(__name__)
 
 
 class _Turn:
@@ -46,10 +48,16 @@ class _Turn:
         self.body, self.earlier, self.store, self.tenant = body, earlier, store, tenant
 
     async def keep(self, response: dict[str, Any], output: OutputItems) -> None:
-        """Stores ``response`` with its whole conversation, unless ``store`` is false."""
-        if self.body.stored:
-            turns = (*self.earlier, *input_turns(self.body), output.turn())
+        """Stores ``response`` with its whole conversation, unless ``store`` is false. A store that
+        cannot keep it now is logged: the answer goes out all the same (a continuation of it is then
+        a 404)."""
+        if not self.body.stored:
+            return
+        turns = (*self.earlier, *input_turns(self.body), output.turn())
+        try:
             await self.store.put(self.tenant, StoredResponse(response, turns))
+        except GatewayError as exc:
+            log.warning("response %s was not stored: %s", response["id"], exc.message)
 
 
 async def _collected(events: Events, output: OutputItems) -> TextDone:

@@ -1,5 +1,6 @@
-"""The stored responses of the Responses API: per tenant, with a TTL and bounds on count, bytes and
-one tenant's share; the oldest go first. Narrated with a clock the test moves."""
+"""The in-memory response store's own bounds: a TTL on a clock the test moves, counts and bytes over
+all tenants, one tenant's share; the oldest go first. (What every store does is in
+``test_response_store_suite.py``.)"""
 
 from __future__ import annotations
 
@@ -16,16 +17,7 @@ def store(clock: FakeMonotonic, **bounds: float) -> MemoryResponseStore:
     return MemoryResponseStore(ResponseStoreSettings(**bounds), clock)  # type: ignore[arg-type]
 
 
-async def test_a_response_is_found_by_its_tenant_only() -> None:
-    kept = store(FakeMonotonic())
-    await kept.put("acme", response("resp_1"))
-    assert (await kept.get("acme", "resp_1")) == response("resp_1")
-    assert await kept.get("beta", "resp_1") is None
-    assert await kept.delete("beta", "resp_1") is False  # another tenant's delete touches nothing
-    assert await kept.get("acme", "resp_1") is not None
-
-
-async def test_delete_forgets_and_is_idempotent() -> None:
+async def test_deletes_give_their_bytes_back() -> None:
     kept = store(FakeMonotonic())
     await kept.put("acme", response("resp_1"))
     assert await kept.delete("acme", "resp_1") is True
