@@ -3,6 +3,7 @@ body, the output items and the generation's end."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,7 +49,7 @@ class ResponseShape:
                 "incomplete_details": {"reason": "max_output_tokens"} if status == "incomplete" else None,
                 "error": _failure() if status == "failed" else None,
                 "usage": None if done is None else usage_json(done.usage),
-                "completed_at": None if status != "completed" else self.created_at,
+                "completed_at": int(time.time()) if status == "completed" else None,
             }
             | ({} if done is None else {"kvgate": route_json(done)})
         )

@@ -19,6 +19,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, Response
 
 from kvgate.gateway.conversations import ResponseStore, StoredResponse
+from kvgate.gateway.core.request import GenerateRequest
 from kvgate.gateway.core.spine import RequestCore
 from kvgate.gateway.core.textgen import TextDelta, TextDone
 from kvgate.gateway.errors import ErrorKind, GatewayError
@@ -34,6 +35,7 @@ from kvgate.gateway.http_api.responses_schemas import ResponsesRequest
 from kvgate.gateway.http_api.streaming import CLIENT_CLOSED_REQUEST, collect_while_connected, stream_response
 from kvgate.gateway.tenancy import Caller
 from kvgate.gateway.upstream.errors import UpstreamError
+from kvgate.gateway.upstream.job import Job
 from kvgate.proto.sampling import FinishReason
 
 Events = AsyncIterator[TextDelta | TextDone]
@@ -84,6 +86,21 @@ async def _rendered(
             yield chunks
 
 
+# The core's names of the fields it refuses, and this API's (the prompt: the input and its history).
+_FIELDS = {"messages": "input", "max_tokens": "max_output_tokens"}
+
+
+async def _prepared(core: RequestCore, generate: GenerateRequest, caller: Caller) -> Job:
+    """:meth:`RequestCore.prepare`, its refusals naming this API's fields."""
+    try:
+        return await core.prepare(generate, caller)
+    except GatewayError as exc:
+        if exc.param in _FIELDS:
+            exc.message = exc.message.replace(exc.param, _FIELDS[exc.param], 1)
+            exc.param = _FIELDS[exc.param]
+        raise
+
+
 def _not_found(response_id: str, param: str) -> GatewayError:
     return GatewayError(f"No response with id '{response_id}' found.", ErrorKind.NOT_FOUND, param=param,
                         code="response_not_found")  # fmt: skip
@@ -109,7 +126,7 @@ def build_responses_router(core: RequestCore, auth: HttpAuth, store: ResponseSto
         """A response, streamed or not; stored unless ``store`` is false."""
         previous = body.previous_response_id
         earlier = (await stored(caller, previous, "previous_response_id")).turns if previous else ()
-        job = await core.prepare(with_id(responses_request(body, earlier), request), caller)
+        job = await _prepared(core, with_id(responses_request(body, earlier), request), caller)
         shape = ResponseShape(f"resp_{job.request_id}", int(time.time()), body)
         turn, output = _Turn(body, earlier, store, caller.tenant.name), OutputItems(readable_names(body))
         if body.stream:

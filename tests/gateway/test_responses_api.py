@@ -5,6 +5,7 @@ the worker that served them), stored responses per tenant, and OpenAI-style refu
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
 from tests.support.live_gateway import MODEL, LiveGateway, running_gateway
+from tests.support.scripted_worker import Mode
 
 INSTRUCTIONS = "You answer questions about the kvgate handbook, briefly and exactly. " * 30  # ~400 tokens
 KEYS = {"acme": "kvg-acme-key", "beta": "kvg-beta-key"}
@@ -181,6 +183,9 @@ BAD: list[tuple[dict[str, Any], int, str | None, str]] = [
     ({"model": MODEL, "input": "x", "previous_response_id": "resp_nope"}, 404, "previous_response_id",
      "No response with id 'resp_nope' found."),
     ({"model": "other", "input": "x"}, 404, "model", "does not exist"),
+    ({"model": MODEL, "input": "word " * 5000}, 400, "input", "maximum context length"),
+    ({"model": MODEL, "input": "x", "max_output_tokens": 100_000}, 400, "max_output_tokens",
+     "max_output_tokens is 100000, but at most 512 fit"),
     ({"model": MODEL, "input": [{"type": "function_call", "call_id": "c", "name": "f", "arguments": "[1]"}]},
      400, "input.0", "must be a JSON object"),
     ({"model": MODEL, "input": "x", "text": {"format": {"type": "json_schema", "name": "s",
@@ -239,3 +244,23 @@ async def test_input_items_render_as_the_same_chat_completion_would(live: LiveGa
     assert reply.json()["usage"]["input_tokens"] == chat.json()["usage"]["prompt_tokens"]
     assert reply.json()["tools"] == [{"type": "function", "name": "weather", "description": None,
                                       "parameters": weather, "strict": None}]  # fmt: skip
+
+
+async def test_a_failure_mid_stream_ends_the_stream_with_an_error_event(live: LiveGateway) -> None:
+    for worker in live.workers:
+        worker.mode = Mode.FAIL_AFTER_TWO
+    body = {"model": MODEL, "input": "hi", "stream": True, "max_output_tokens": 8}
+    async with (
+        httpx.AsyncClient(base_url=live.url, timeout=10) as http,
+        http.stream("POST", "/v1/responses", json=body) as response,
+    ):
+        assert response.status_code == 200  # the failure comes after the first tokens
+        lines = [line async for line in response.aiter_lines() if line]
+    data = [json.loads(line.removeprefix("data: ")) for line in lines if line.startswith("data: ")]
+    assert lines[-2] == "event: error"
+    assert data[-1]["type"] == "error"
+    assert data[-1]["sequence_number"] == data[-2]["sequence_number"] + 1
+    assert set(data[-1]) == {"type", "code", "message", "param", "sequence_number"}
+    assert "engine crashed" not in data[-1]["message"]  # the worker's own words stay in the log
+    assert not any(d["type"].startswith("response.complete") for d in data)
+    assert "data: [DONE]" not in lines
