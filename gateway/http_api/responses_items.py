@@ -50,17 +50,11 @@ class OutputItems:
         return events + self._close_message("completed" if complete else "incomplete")
 
     def turn(self) -> dict[str, str]:
-        """The output as the assistant turn a continuation renders (calls written back as the model
-        writes them)."""
-        text = "".join(
-            part["text"] for item in self.items if item["type"] == "message" for part in item["content"]
-        )
-        calls = [
-            ToolCall(i["call_id"], i["name"], i["arguments"])
-            for i in self.items
-            if i["type"] == "function_call"
-        ]
-        return assistant_turn(text, calls)
+        """The output as the assistant turn a continuation renders: its texts and its calls (written
+        back as the model writes them) in the order they came, a line apart, as chat completions
+        writes back an assistant message with its ``tool_calls``."""
+        blocks = [_block(item) for item in self.items]
+        return {"role": "assistant", "content": "\n".join(b for b in blocks if b)}
 
     def _piece(self, piece: Piece) -> list[Event]:
         if isinstance(piece, ToolCall):
@@ -107,6 +101,12 @@ class OutputItems:
              "arguments": call.arguments},
             {"type": "response.output_item.done", "output_index": index, "item": item},
         ]  # fmt: skip
+
+
+def _block(item: dict[str, Any]) -> str:
+    if item["type"] == "message":
+        return "".join(part["text"] for part in item["content"])
+    return assistant_turn("", [ToolCall(item["call_id"], item["name"], item["arguments"])])["content"]
 
 
 def _text_part(text: str) -> dict[str, Any]:
