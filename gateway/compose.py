@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -15,6 +16,7 @@ from fastapi import FastAPI
 
 from kvgate.common.clock import Clock, SystemClock
 from kvgate.common.tokenizer import SegmentCache, SegmentedEncoder, Tokenizer
+from kvgate.gateway.conversations import MemoryResponseStore, ResponseStore
 from kvgate.gateway.core.admission import InFlightGate
 from kvgate.gateway.core.auth import Authenticator
 from kvgate.gateway.core.constraints import ConstraintChecker
@@ -49,6 +51,7 @@ class Gateway:
     router: Router
     metrics: GatewayMetrics
     diagnostics: CacheDiagnostics
+    responses: ResponseStore  # the Responses API's stored responses (``previous_response_id``)
 
     @property
     def gate(self) -> InFlightGate:
@@ -65,9 +68,11 @@ def build_gateway(
     tokenizer: Tokenizer,
     refresh_s: float = 1.0,
     clock: Clock | None = None,
+    responses: ResponseStore | None = None,
 ) -> Gateway:
     """Wires a gateway over ``index`` (owned by the caller, who closes it); ``clock`` is the
-    index's (wall) clock."""
+    index's (wall) clock. ``responses``: where the Responses API keeps stored responses (None: this
+    gateway's memory, bounded by ``settings.responses``)."""
     clock = clock or SystemClock()
     directory = WorkerDirectory(index, settings.cache.fingerprint(), refresh_s, secret=settings.cache.secret)
     router = Router(
@@ -110,8 +115,9 @@ def build_gateway(
             await router.drain()
             await channels.close()
 
-    app = create_app(core, directory, metrics, lifespan)
-    return Gateway(settings, app, core, dispatcher, directory, router, metrics, diagnostics)
+    responses = responses or MemoryResponseStore(settings.responses, time.monotonic)
+    app = create_app(core, directory, metrics, responses, lifespan)
+    return Gateway(settings, app, core, dispatcher, directory, router, metrics, diagnostics, responses)
 
 
 def _request_core(

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from kvgate.common.grpc_tls import TlsFiles
 from kvgate.common.tokenizer import DEFAULT_CAPACITY_BYTES
+from kvgate.gateway.conversations import ResponseStoreSettings
 from kvgate.gateway.diagnosis import DiagnosisSettings
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.tenancy import KeyRing
@@ -69,7 +70,8 @@ class GatewaySettings:
     streams) may take to finish before they are cut. ``tokenizer_cache_bytes``: the memory this
     process may keep token ids of prompt pieces in (system prompts, earlier turns), least recently
     used evicted first; 0 disables it (default 64 MiB). ``diagnosis``: the record of recent requests
-    behind ``/v1/cache/diagnose`` (bounds, TTL; it can be switched off)."""
+    behind ``/v1/cache/diagnose`` (bounds, TTL; it can be switched off). ``responses``: the bounds of
+    the Responses API's stored responses (``previous_response_id``)."""
 
     model_name: str
     cache: CacheLayout
@@ -86,6 +88,7 @@ class GatewaySettings:
     shutdown_grace_s: float = 30.0
     tokenizer_cache_bytes: int = DEFAULT_CAPACITY_BYTES
     diagnosis: DiagnosisSettings = field(default_factory=DiagnosisSettings)
+    responses: ResponseStoreSettings = field(default_factory=ResponseStoreSettings)
 
     def __post_init__(self) -> None:
         if not self.model_name:

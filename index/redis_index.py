@@ -95,6 +95,12 @@ class RedisPrefixIndex:
         self._bad_records = BadRecords(log)
         self._prefixes = [f"{{{settings.namespace}:{g}}}" for g in range(settings.groups)]
 
+    @property
+    def client(self) -> Redis:
+        """The open client, for others on the same Redis to share (the gateway's stored responses);
+        :meth:`close` closes it."""
+        return self._client
+
     async def start(self, timeout_s: float = 5.0) -> None:
         """Loads the scripts (waiting up to ``timeout_s`` for Redis); raises IndexUnavailableError."""
         await self._bounded(self._scripts.load_all(self._client), timeout_s)

@@ -18,7 +18,7 @@ from kvgate.gateway.http_api.body_limit import BodyReader, read_or_refuse, repla
 from kvgate.gateway.http_api.errors import anthropic_path, error_response
 
 # Generations, and the dry run (which tokenizes and looks the index up as they do).
-GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/route")
+GENERATION_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/messages", "/v1/responses", "/v1/route")
 
 
 class Admission:

@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from kvgate.gateway.conversations import ResponseStore
 from kvgate.gateway.core.spine import RequestCore
 from kvgate.gateway.http_api.admin import AdminOnly
 from kvgate.gateway.http_api.admission import Admission
@@ -25,6 +26,8 @@ from kvgate.gateway.http_api.json_body import document_bodies
 from kvgate.gateway.http_api.openai_routes import build_openai_router
 from kvgate.gateway.http_api.openai_schemas import ChatCompletionRequest, CompletionRequest
 from kvgate.gateway.http_api.request_ids import RequestIds
+from kvgate.gateway.http_api.responses_routes import build_responses_router
+from kvgate.gateway.http_api.responses_schemas import ResponsesRequest
 from kvgate.gateway.http_api.route_routes import build_route_router
 from kvgate.gateway.metrics import GatewayMetrics
 from kvgate.gateway.upstream.directory import WorkerDirectory
@@ -33,9 +36,14 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 def create_app(
-    core: RequestCore, directory: WorkerDirectory, metrics: GatewayMetrics, lifespan: Lifespan | None = None
+    core: RequestCore,
+    directory: WorkerDirectory,
+    metrics: GatewayMetrics,
+    responses: ResponseStore,
+    lifespan: Lifespan | None = None,
 ) -> FastAPI:
-    """The HTTP front over ``core`` (whose in-flight gate and authenticator its gRPC front shares)."""
+    """The HTTP front over ``core`` (whose in-flight gate and authenticator its gRPC front shares);
+    ``responses`` keeps the Responses API's stored responses."""
     app = FastAPI(title="kvgate", version="0.1.0", lifespan=lifespan)
     auth = HttpAuth(core)
     install_error_handlers(app)
@@ -46,12 +54,13 @@ def create_app(
     app.add_middleware(RequestIds)  # outermost: every answer, refusals included, names its request
     app.include_router(build_openai_router(core, auth))
     app.include_router(build_anthropic_router(core, auth))
+    app.include_router(build_responses_router(core, auth, responses))
     app.include_router(
         build_dashboard_router(metrics, directory, diagnosis_enabled=core.settings.diagnosis.enabled)
     )
     app.include_router(build_route_router(core, auth))
     app.include_router(build_diagnose_router(core, auth))
-    document_bodies(app, [ChatCompletionRequest, CompletionRequest, MessagesRequest])
+    document_bodies(app, [ChatCompletionRequest, CompletionRequest, MessagesRequest, ResponsesRequest])
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:

@@ -83,20 +83,29 @@ async def _client_gone(request: Request) -> None:
 
 
 async def stream_response(
-    events: Events, render: Callable[[TextDelta | TextDone], list[bytes]], anthropic: bool = False
+    events: AsyncIterator[T],
+    render: Callable[[T], list[bytes]],
+    anthropic: bool = False,
+    error_event: Callable[[GatewayError], bytes] | None = None,
 ) -> StreamingResponse:
     """An SSE response whose events ``render`` makes from the text stream; raises the first error.
-    OpenAI's streams end with ``data: [DONE]``, Anthropic's with the renderer's ``message_stop``."""
+    OpenAI's streams end with ``data: [DONE]``, Anthropic's with the renderer's ``message_stop``. A
+    front with its own ``error_event`` (the Responses API) ends with its renderer's last event, and a
+    failure after the first event with that error event."""
     first = await anext(events)
     return StreamingResponse(
-        _body(first, events, render, anthropic),
+        _body(first, events, render, anthropic, error_event),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
     )
 
 
 async def _body(
-    first: TextDelta | TextDone, events: Events, render: Callable, anthropic: bool
+    first: T,
+    events: AsyncIterator[T],
+    render: Callable[[T], list[bytes]],
+    anthropic: bool,
+    error_event: Callable[[GatewayError], bytes] | None,
 ) -> AsyncIterator[bytes]:
     async with contextlib.aclosing(events) as items:
         try:
@@ -107,8 +116,8 @@ async def _body(
                     yield chunk
         except UpstreamError as exc:
             log.warning("stream failed: %s", exc)
-            yield _error_event(exc, anthropic)
-    if not anthropic:
+            yield error_event(exc) if error_event is not None else _error_event(exc, anthropic)
+    if not anthropic and error_event is None:
         yield sse("[DONE]")
 
 

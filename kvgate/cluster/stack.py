@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from kvgate.cluster.shutdown import stop_on_signals, unless_stopped
 from kvgate.common.clock import SystemClock
 from kvgate.common.tokenizer import load_tokenizer
 from kvgate.gateway.compose import build_gateway
+from kvgate.gateway.conversations import RedisResponseStore
 from kvgate.gateway.settings import GatewaySettings, Limits
 from kvgate.index import (
     IndexSettings,
@@ -34,6 +36,8 @@ from kvgate.index.replicated import ReplicatedIndex
 from kvgate.proto.workers import WorkerInfo
 
 if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
     from kvgate.cluster.worker_pool import OnChange
 
 
@@ -93,13 +97,13 @@ def _with_ray(settings: ClusterSettings, main: Main) -> int:
 
 async def _up(settings: ClusterSettings, session: RaySession) -> int:
     stop = stop_on_signals()
-    async with _index(settings) as index:
+    async with _index(settings) as (index, redis):
         embedded = settings.redis_url is None
         feed = EventFeed(index, tls=settings.tls, secret=settings.cache.secret) if embedded else None
         async with _pool(settings, session, feed, stop) as ready:
             try:
                 if ready:
-                    await _serve(settings, index, stop)
+                    await _serve(settings, index, stop, redis)
             finally:  # before the workers stop: their ending streams are no loss then
                 if feed is not None:
                     await feed.close()
@@ -117,8 +121,8 @@ async def _workers(settings: ClusterSettings, session: RaySession) -> int:
 
 async def _gateway(settings: ClusterSettings) -> int:
     stop = stop_on_signals()
-    async with _index(settings) as index:
-        await _serve(settings, index, stop)
+    async with _index(settings) as (index, redis):
+        await _serve(settings, index, stop, redis)
     return 0
 
 
@@ -161,10 +165,12 @@ def _follower(feed: EventFeed) -> OnChange:
 
 
 @asynccontextmanager
-async def _index(settings: ClusterSettings) -> AsyncIterator[PrefixIndex]:
+async def _index(settings: ClusterSettings) -> AsyncIterator[tuple[PrefixIndex, Redis | None]]:
     """The gateway's index: in-process, or a replica of the shared Redis one (membership from Redis,
-    holdings from each worker's own event stream). Closed on exit."""
+    holdings from each worker's own event stream), with the shared index's Redis client (None without
+    Redis), which the index closes. Closed on exit."""
     index_settings = IndexSettings()
+    redis: Redis | None = None
     if settings.redis_url is None:
         index: PrefixIndex = MemoryPrefixIndex(index_settings, SystemClock())
     else:
@@ -172,18 +178,25 @@ async def _index(settings: ClusterSettings) -> AsyncIterator[PrefixIndex]:
         replica = MemoryPrefixIndex(index_settings, SystemClock())
         feed = EventFeed(replica, tls=settings.tls, secret=settings.cache.secret)
         index = ReplicatedIndex(shared, replica, feed, settings.cache.secret)
+        redis = shared.client
     try:
-        yield index
+        yield index, redis
     finally:
         await index.close()
 
 
-async def _serve(settings: ClusterSettings, index: PrefixIndex, stop: asyncio.Event) -> None:
-    """Builds the gateway over ``index`` and serves it until ``stop``; says where clients connect."""
+async def _serve(
+    settings: ClusterSettings, index: PrefixIndex, stop: asyncio.Event, redis: Redis | None
+) -> None:
+    """Builds the gateway over ``index`` and serves it until ``stop``; says where clients connect.
+    With ``redis``, the Responses API's stored responses are kept there, shared by every gateway
+    replica on it; without, in this gateway's memory."""
     tokenizer = await asyncio.to_thread(load_tokenizer, settings.model_path)
     # the in-process index (embedded, or a replica) is read every 100 ms: the workers push their load
     # that often, and the shared index behind a replica is asked once a second
-    gateway = build_gateway(_gateway_settings(settings), index, tokenizer, refresh_s=0.1, clock=SystemClock())
+    config = _gateway_settings(settings)
+    responses = RedisResponseStore(redis, config.responses, time.time) if redis is not None else None
+    gateway = build_gateway(config, index, tokenizer, refresh_s=0.1, clock=SystemClock(), responses=responses)
     ready: asyncio.Future[Listening] = asyncio.get_running_loop().create_future()
     ready.add_done_callback(lambda f: f.cancelled() or f.exception() or _announce(settings, f.result()))
     try:

@@ -113,6 +113,31 @@ async def test_two_gateways_serve_with_cache_hits_through_a_redis_restart_that_l
         assert sum(1 for cached in phase_hits[1:] if cached > 0) >= len(phase_hits) - 2
 
 
+async def test_a_conversation_stored_through_one_gateway_continues_through_the_other(
+    tiny_chat_model: Path, private_redis: RedisServer
+) -> None:
+    """``kvgate gateway`` keeps the Responses API's stored responses in its Redis: any replica can
+    continue, read or delete them, and the continuation reuses the first turn's cached blocks."""
+    async with (
+        deployment(tiny_chat_model, private_redis, [{}, {}]) as (_, gateways),
+        httpx.AsyncClient() as http,
+    ):
+        ask = {"model": "tiny", "instructions": SYSTEM, "max_output_tokens": 2}
+        first = await http.post(f"{gateways[0].base}/v1/responses", json=ask | {"input": "hello"}, timeout=60)
+        assert first.status_code == 200, first.text
+        rid = first.json()["id"]
+        then = ask | {"input": "and then?", "previous_response_id": rid}
+        second = await http.post(f"{gateways[1].base}/v1/responses", json=then, timeout=60)
+        assert second.status_code == 200, second.text
+        assert (
+            second.json()["usage"]["input_tokens_details"]["cached_tokens"] >= 256
+        )  # the system prompt's chunks
+        assert second.json()["usage"]["input_tokens"] > first.json()["usage"]["input_tokens"]
+        assert (await http.get(f"{gateways[1].base}/v1/responses/{rid}", timeout=10)).status_code == 200
+        assert (await http.delete(f"{gateways[1].base}/v1/responses/{rid}", timeout=10)).status_code == 200
+        assert (await http.get(f"{gateways[0].base}/v1/responses/{rid}", timeout=10)).status_code == 404
+
+
 async def _degraded(http: httpx.AsyncClient, gateway: GatewayProcess) -> bool:
     """Whether the gateway's dry run routes without its index (by load alone)."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "route me"}]
