@@ -32,7 +32,7 @@ def _memory(recent: RecentRequests) -> int:
     """The bytes the records really hold: the objects, their strings and arrays (records without a
     diagnosis: a diagnosis's share is measured by tracemalloc, in the byte-count test below)."""
     total = 0
-    for tenant in {key[0] for key in recent._all}:
+    for tenant in recent.tenants():
         for r in recent.recent(tenant, 10**9):
             shape, scope = r.shape, r.scope
             parts = (r, r.request_id, r.tenant, scope, scope.salt, r.route, r.served, r.chunk_hashes, shape)
