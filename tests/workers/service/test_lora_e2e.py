@@ -43,21 +43,31 @@ class Stack:
     peft: dict[str, Any]  # adapter id -> peft model; "" -> the base model
 
 
+@contextlib.asynccontextmanager
+async def _front(
+    model_dir: Path, index: MemoryPrefixIndex, workers: dict, refs: dict
+) -> AsyncIterator[Stack]:
+    """A gateway over ``index``'s two workers, served over HTTP, and the SDK's client of it."""
+    tokenizer = load_tokenizer(model_dir)
+    gateway = build_gateway(GatewaySettings(MODEL, CACHE, limits=LIMITS), index, tokenizer, refresh_s=0.1)
+    async with serve(gateway.app) as url, contextlib.AsyncExitStack() as stack:
+        await eventually(lambda: gateway.dispatcher.routable_count() == 2)
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        await stack.enter_async_context(client)
+        yield Stack(client, tokenizer, workers, refs)
+
+
 @pytest.fixture
 async def stack(start_worker: StartWorker, tiny_chat_model: Path, tmp_path: Path) -> AsyncIterator[Stack]:
+    """Two workers, each holding one adapter from the start."""
     references = make_adapters(tiny_chat_model, tmp_path, ADAPTERS)
     index = MemoryPrefixIndex(IndexSettings(), SystemClock())
     workers = {
         name: await start_worker(index, worker_id=f"worker-{i}", adapters=((name, tmp_path / name),))
         for i, name in enumerate(ADAPTERS)
     }
-    tokenizer = load_tokenizer(tiny_chat_model)
-    gateway = build_gateway(GatewaySettings(MODEL, CACHE, limits=LIMITS), index, tokenizer, refresh_s=0.1)
-    async with serve(gateway.app) as url, contextlib.AsyncExitStack() as stack:
-        await eventually(lambda: gateway.dispatcher.routable_count() == 2)
-        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        await stack.enter_async_context(client)
-        yield Stack(client, tokenizer, workers, references)
+    async with _front(tiny_chat_model, index, workers, references) as front:
+        yield front
 
 
 def _greedy(stack: Stack, adapter: str, n: int) -> str:
@@ -119,13 +129,8 @@ async def loading(start_worker: StartWorker, tiny_chat_model: Path, tmp_path: Pa
     workers = {
         f"worker-{i}": await start_worker(index, worker_id=f"worker-{i}", lora_dir=tmp_path) for i in range(2)
     }
-    tokenizer = load_tokenizer(tiny_chat_model)
-    gateway = build_gateway(GatewaySettings(MODEL, CACHE, limits=LIMITS), index, tokenizer, refresh_s=0.1)
-    async with serve(gateway.app) as url, contextlib.AsyncExitStack() as stack:
-        await eventually(lambda: gateway.dispatcher.routable_count() == 2)
-        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-        await stack.enter_async_context(client)
-        yield Stack(client, tokenizer, workers, references)
+    async with _front(tiny_chat_model, index, workers, references) as front:
+        yield front
 
 
 async def test_an_adapter_loads_on_its_first_request_and_its_requests_stay_where_it_loaded(
