@@ -66,9 +66,10 @@ class RequestCore:
     def model_name(self) -> str:
         return self.settings.model_name
 
-    def ready_workers(self) -> int:
-        """Workers requests can be sent to now (quarantined ones included: the last resort)."""
-        return self._dispatcher.routable_count()
+    def ready_workers(self, adapter_id: str = "") -> int:
+        """Workers requests (of LoRA adapter ``adapter_id``, when set) can be sent to now
+        (quarantined ones included: the last resort)."""
+        return self._dispatcher.routable_count(adapter_id)
 
     def authenticate(self, headers: Mapping[str, str], count: bool = True) -> Caller:
         """1. The caller of a front's lower-cased headers or metadata; UNAUTHENTICATED for a bad key.

@@ -71,12 +71,15 @@ class GatewayServicer(gateway_pb2_grpc.KVGatewayServicer):
         del request
         async with errors_as_status(context):
             self._core.authenticate(translate.metadata(context), count=False)
-        model = gateway_pb2.ModelInfo(
-            id=self._core.model_name,
-            ready_workers=self._core.ready_workers(),
-            max_model_len=self._core.settings.limits.context_window,
-        )
-        return gateway_pb2.ListModelsResponse(models=[model])
+        models = self._core.models
+        return gateway_pb2.ListModelsResponse(models=[
+            gateway_pb2.ModelInfo(
+                id=name,
+                ready_workers=self._core.ready_workers(models.resolve(name)),
+                max_model_len=self._core.settings.limits.context_window,
+            )
+            for name in models.names()
+        ])  # fmt: skip
 
 
 def _ids(request_id: str, client_id: str) -> tuple[tuple[str, str], ...]:

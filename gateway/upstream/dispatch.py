@@ -92,9 +92,11 @@ class Dispatcher:
                         lost.info.worker_id, lost.info.epoch)  # fmt: skip
         await self._channels.retain([w.info for w in known] + self._inflight.incarnations())
 
-    def routable_count(self) -> int:
-        """Workers requests can be sent to now (quarantined ones included: they are the last resort)."""
-        return len(self._directory.known())
+    def routable_count(self, adapter_id: str = "") -> int:
+        """Workers requests (of LoRA adapter ``adapter_id``, when set) can be sent to now (quarantined
+        ones included: they are the last resort)."""
+        known = self._directory.known()
+        return len([w for w in known if adapter_id in w.info.all_adapters]) if adapter_id else len(known)
 
     def adapters(self) -> tuple[str, ...]:
         """The LoRA adapter ids known workers hold or can load (sorted; no I/O)."""

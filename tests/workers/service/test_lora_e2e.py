@@ -12,14 +12,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import grpc
 import openai
 import pytest
 
 from kvgate.common.clock import SystemClock
 from kvgate.common.tokenizer import Tokenizer, load_tokenizer
 from kvgate.gateway.compose import build_gateway
+from kvgate.gateway.grpc_api.server import build_grpc_server
 from kvgate.gateway.settings import GatewaySettings, Limits
 from kvgate.index import IndexSettings, MemoryPrefixIndex
+from kvgate.proto import common_pb2, gateway_pb2, gateway_pb2_grpc
 from kvgate.workers.service import WorkerServer
 from tests.support.http_server import serve
 from tests.support.lora_adapters import greedy_text, make_adapters
@@ -41,6 +44,7 @@ class Stack:
     tokenizer: Tokenizer
     workers: dict[str, WorkerServer]  # adapter id -> the worker holding it
     peft: dict[str, Any]  # adapter id -> peft model; "" -> the base model
+    gateway: Any = None
 
 
 @contextlib.asynccontextmanager
@@ -54,7 +58,7 @@ async def _front(
         await eventually(lambda: gateway.dispatcher.routable_count() == 2)
         client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
         await stack.enter_async_context(client)
-        yield Stack(client, tokenizer, workers, refs)
+        yield Stack(client, tokenizer, workers, refs, gateway)
 
 
 @pytest.fixture
@@ -149,3 +153,23 @@ async def test_an_adapter_loads_on_its_first_request_and_its_requests_stay_where
         )
         assert other.model_extra["kvgate"]["worker"] == home
     assert [name for name, w in loading.workers.items() if "sql" in w.engine.adapters] == [home]
+
+
+async def test_the_grpc_front_lists_and_routes_adapters_alike(stack: Stack) -> None:
+    limit = stack.gateway.settings.limits.max_body_bytes
+    server, port = build_grpc_server(stack.gateway.grpc_servicer(), "127.0.0.1:0", limit)
+    await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = gateway_pb2_grpc.KVGatewayStub(channel)
+            listed = await stub.ListModels(gateway_pb2.ListModelsRequest())
+            assert [(m.id, m.ready_workers) for m in listed.models] == [
+                (MODEL, 2), (f"{MODEL}:sql", 1), (f"{MODEL}:support", 1)
+            ]  # fmt: skip
+            request = gateway_pb2.GatewayRequest(
+                model="support", prompt="SELECT", sampling=common_pb2.SamplingParams(max_tokens=2)
+            )
+            final = [m async for m in stub.Generate(request)][-1].final
+            assert final.worker_id == "worker-1"  # the worker holding support
+    finally:
+        await server.stop(grace=None)
