@@ -37,14 +37,15 @@ class Estimate:
 
 
 def queue_seconds(candidate: Candidate, config: RoutingConfig) -> float:
-    """Wait before this request's prefill starts: queued prefill, running decodes, KV pressure."""
+    """Wait before this request's prefill starts: queued prefill, running decodes, KV pressure, and
+    the candidate's start-up for this request (an adapter to load)."""
     load = candidate.load
     waiting = load.waiting_prefill_tokens + candidate.inflight_tokens
     wait = waiting / config.prefill_tokens_per_s + load.running_seqs * config.decode_step_s
     excess = load.kv_usage - config.kv_pressure_threshold
     if excess > 0:  # a full pool preempts or evicts: scale the wait up to (1 + penalty)x
         wait *= 1 + config.kv_pressure_penalty * excess / (1 - config.kv_pressure_threshold)
-    return wait
+    return wait + candidate.startup_s
 
 
 def estimate(

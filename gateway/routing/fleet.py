@@ -4,8 +4,8 @@ changed is recomputed alone. A decision over a thousand workers then costs no pe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from statistics import fmean
 
 from kvgate.gateway.routing.types import Candidate
@@ -28,6 +28,17 @@ class Fleet:
     @property
     def ids(self) -> tuple[WorkerId, ...]:
         return tuple(c.worker_id for c in self.candidates)
+
+    def with_startup(self, startup_s: Mapping[WorkerId, float]) -> Fleet:
+        """This fleet for one request that some workers can start only after ``startup_s[worker]``
+        seconds (loading its adapter): their candidates carry it, their queue estimates include it."""
+        candidates, queue_s = list(self.candidates), list(self.queue_s)
+        for wid, extra in startup_s.items():
+            i = self.position.get(wid)
+            if i is not None and extra:
+                candidates[i] = replace(candidates[i], startup_s=extra)
+                queue_s[i] += extra
+        return replace(self, candidates=tuple(candidates), queue_s=tuple(queue_s))
 
 
 class FleetView:

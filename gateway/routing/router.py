@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from kvgate.common.clock import Clock
@@ -101,12 +101,14 @@ class Router:
         workers: Sequence[WorkerStatus],
         request_key: int,
         cache_key: str | None = None,
+        startup_s: Mapping[WorkerId, float] | None = None,
     ) -> Routed:
         """Chooses a worker among ``workers`` (non-empty) and records the choice: the in-flight
         tokens and a local pending record at once, the index's pending entries in the background
         (off the request's path: this gateway already follows its own record, other gateways
-        see the entries a round trip later). Mutates this router."""
-        routed = await self.preview(hashes, prompt_tokens, workers, request_key, cache_key)
+        see the entries a round trip later). ``startup_s``: seconds some workers need before they
+        can start this request (see :meth:`Fleet.with_startup`). Mutates this router."""
+        routed = await self.preview(hashes, prompt_tokens, workers, request_key, cache_key, startup_s)
         decision = routed.decision
         ticket = next(self._tickets)
         uncached = prompt_tokens - decision.predicted_cached_tokens
@@ -145,6 +147,7 @@ class Router:
         workers: Sequence[WorkerStatus],
         request_key: int,
         cache_key: str | None = None,
+        startup_s: Mapping[WorkerId, float] | None = None,
     ) -> Routed:
         """The decision :meth:`route` would make now, recording nothing (the dry-run view)."""
         started = time.perf_counter()
@@ -153,6 +156,8 @@ class Router:
         # From here to the end of route()'s bookkeeping there is no await: concurrent requests
         # see each other's decisions through the local record.
         fleet = self._fleet.current(workers)
+        if startup_s:
+            fleet = fleet.with_startup(startup_s)
         opening = self._branches.own_start(hashes) if hashes else 0
         own = opening if fleet.unfollowed else 0
         home = self._home(hashes, fleet, cache_key, own)

@@ -29,12 +29,14 @@ class RouteReason(StrEnum):
 class Candidate:
     """One live worker. ``match`` is None when it holds no prefix of the prompt;
     ``inflight_tokens`` are prompt tokens this gateway sent there that the worker's last
-    heartbeat cannot show yet (so a burst between heartbeats does not pile up)."""
+    heartbeat cannot show yet (so a burst between heartbeats does not pile up); ``startup_s``:
+    seconds before the worker can start this request at all (loading its LoRA adapter), 0 for most."""
 
     worker_id: WorkerId
     load: WorkerLoad
     match: PrefixMatch | None = None
     inflight_tokens: TokenCount = 0
+    startup_s: float = 0.0
 
     @property
     def matched_chunks(self) -> ChunkCount:

@@ -2,9 +2,9 @@
 
 A worker's record lists the adapters it held at start and those it loads when a request first names
 them. Workers never unload an adapter, so once one of this gateway's requests for a loadable adapter
-reached a worker's first token there, that worker (that incarnation) holds it. Requests for an adapter
-go to workers holding it when there are any, and to workers that can load it only when there are none
-(or all of those are busy or failing): a load costs far more than a prefill.
+reached a worker's first token there, that worker (that incarnation) holds it. A worker that would
+have to load the adapter starts the request ``load_s`` later: the router counts that in its TTFT
+estimate (:meth:`AdapterResidency.startup`), so a holder is preferred unless its queue is longer.
 """
 
 from __future__ import annotations
@@ -17,9 +17,11 @@ from kvgate.proto.workers import WorkerInfo
 
 
 class AdapterResidency:
-    """What this gateway learned from its own requests; bounded by :meth:`retain`."""
+    """What this gateway learned from its own requests; bounded by :meth:`retain`. ``load_s``: the
+    estimated seconds a worker takes to load an adapter it lists as loadable."""
 
-    def __init__(self) -> None:
+    def __init__(self, load_s: float = 2.0) -> None:
+        self.load_s = load_s
         self._loaded: set[tuple[WorkerId, Epoch, str]] = set()
 
     def served(self, info: WorkerInfo, adapter_id: str) -> None:
@@ -30,11 +32,12 @@ class AdapterResidency:
     def holds(self, info: WorkerInfo, adapter_id: str) -> bool:
         return adapter_id in info.adapters or (info.worker_id, info.epoch, adapter_id) in self._loaded
 
-    def prefer(self, workers: list[WorkerStatus], adapter_id: str) -> list[WorkerStatus]:
-        """Of ``workers`` (all able to serve ``adapter_id``), those holding it, else all of them."""
+    def startup(self, workers: Iterable[WorkerStatus], adapter_id: str) -> dict[WorkerId, float]:
+        """``load_s`` for each of ``workers`` (all able to serve ``adapter_id``) that does not hold it
+        yet; empty without an adapter."""
         if not adapter_id:
-            return workers
-        return [w for w in workers if self.holds(w.info, adapter_id)] or workers
+            return {}
+        return {w.info.worker_id: self.load_s for w in workers if not self.holds(w.info, adapter_id)}
 
     def retain(self, known: Iterable[WorkerInfo]) -> None:
         """Forgets incarnations no longer known (restarted workers start without loaded adapters)."""

@@ -43,7 +43,9 @@ log = logging.getLogger(__name__)
 
 
 class Dispatcher:
-    """Owned by the composition root. Its own state: the calls in flight (:class:`InFlight`)."""
+    """Owned by the composition root. Its own state: the calls in flight (:class:`InFlight`) and
+    where LoRA adapters were loaded (:class:`AdapterResidency`; ``adapter_load_s``: the seconds a
+    worker is estimated to take to load one, counted in its TTFT estimate)."""
 
     def __init__(
         self,
@@ -55,6 +57,7 @@ class Dispatcher:
         quarantine_s: float = 5.0,
         metrics: GatewayMetrics | None = None,
         inflight: InFlight | None = None,
+        adapter_load_s: float = 2.0,
     ) -> None:
         self._directory = directory
         self._router = router
@@ -64,22 +67,24 @@ class Dispatcher:
         self._quarantine_s = quarantine_s
         self._metrics = metrics
         self._inflight = inflight if inflight is not None else InFlight()
-        self._residency = AdapterResidency()
+        self._residency = AdapterResidency(adapter_load_s)
 
     async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> tuple[Routed, WorkerInfo]:
         """Routes ``job`` (recording the decision); NoWorkersError when no worker is routable. Returns
         the chosen worker's registration as it was when chosen (it may be quarantined meanwhile)."""
         workers = self._routable(exclude, job.adapter_id)
+        startup = self._residency.startup(workers, job.adapter_id)
         routed = await self._router.route(
-            job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
+            job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key, startup
         )
         return routed, next(w.info for w in workers if w.info.worker_id == routed.decision.worker_id)
 
     async def preview(self, job: Job) -> Routed:
         """The decision :meth:`route` would make, recording nothing (the dry-run view)."""
         workers = self._routable(frozenset(), job.adapter_id)
+        startup = self._residency.startup(workers, job.adapter_id)
         return await self._router.preview(
-            job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key
+            job.hashes, job.prompt_tokens, workers, job.request_key, job.cache_key, startup
         )
 
     async def reconcile(self) -> None:
@@ -103,16 +108,15 @@ class Dispatcher:
         return tuple(sorted({a for w in self._directory.known() for a in w.info.all_adapters}))
 
     def _routable(self, exclude: frozenset[WorkerId], adapter_id: str = "") -> list[WorkerStatus]:
-        """Live workers not in ``exclude`` that can serve ``adapter_id`` (when it is set), those
-        holding it already when there are any (see :class:`AdapterResidency`); when there are none,
-        the quarantined ones alike (a worker that failed a moment ago beats refusing)."""
+        """Live workers not in ``exclude`` that can serve ``adapter_id`` (when it is set: they hold it
+        or can load it); when there are none, the quarantined ones alike (a worker that failed a
+        moment ago beats refusing)."""
 
         def fits(w: WorkerStatus) -> bool:
             return w.info.worker_id not in exclude and (not adapter_id or adapter_id in w.info.all_adapters)
 
-        prefer = self._residency.prefer
-        workers = prefer([w for w in self._directory.live() if fits(w)], adapter_id)
-        workers = workers or prefer([w for w in self._directory.known() if fits(w)], adapter_id)
+        workers = [w for w in self._directory.live() if fits(w)]
+        workers = workers or [w for w in self._directory.known() if fits(w)]
         if not workers:
             held = f" holding LoRA adapter {adapter_id!r}" if adapter_id else ""
             raise NoWorkersError(f"no worker{held} is available to serve this request")

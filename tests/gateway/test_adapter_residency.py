@@ -1,6 +1,6 @@
 """Where a LoRA adapter lives, as the gateway learns it: held at start (the record says so), or loaded
-by one of its own requests (a first token came back); holders are preferred; a restarted worker holds
-nothing it loaded before."""
+by one of its own requests (a first token came back); a worker that must load it starts later; a
+restarted worker holds nothing it loaded before."""
 
 from __future__ import annotations
 
@@ -19,14 +19,14 @@ def _status(record):
     return WorkerStatus(record, LOAD, 10**12, 10**12 - 10_000)
 
 
-def test_holders_are_preferred_and_a_served_request_makes_a_holder() -> None:
-    residency = AdapterResidency()
+def test_workers_that_must_load_an_adapter_start_later_until_they_served_it() -> None:
+    residency = AdapterResidency(load_s=3.0)
     both = [_status(HOLDS), _status(LOADS)]
-    assert residency.prefer(both, "sql") == both[:1]
-    assert residency.prefer(both[1:], "x") == both[1:]  # nobody holds x: whoever can load it
-    assert residency.prefer(both, "") == both
+    assert residency.startup(both, "sql") == {B: 3.0}  # A holds sql from its start
+    assert residency.startup(both, "") == {}
     residency.served(LOADS, "x")
     residency.served(HOLDS, "other")  # not loadable there: nothing learned
+    assert residency.startup(both[1:], "x") == {}
     assert residency.holds(LOADS, "x")
     assert not residency.holds(HOLDS, "other")
 

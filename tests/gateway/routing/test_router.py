@@ -4,6 +4,7 @@ back to load, and in-flight work is accounted until prefill is done."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import uuid
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -163,3 +164,25 @@ async def test_pending_hints_cover_only_the_chunks_the_chosen_worker_will_comput
     await router.drain()
     assert routed.decision.matched_chunks == 5
     assert index.hinted == [3]
+
+
+async def test_a_worker_that_must_load_an_adapter_is_chosen_only_when_its_load_beats_the_queues(
+    index: PrefixIndex,
+) -> None:
+    """Every worker but one needs 2 s to load the request's adapter: an idle cluster sends it to the
+    one holding it; once that one's queue is longer than the load, another worker loads it."""
+    router = router_for(index)
+    workers = await index.workers()
+    holder = WORKERS[2]
+    startup = {w: 2.0 for w in WORKERS if w != holder}
+    for i in range(3):
+        hashes, n = chunk_hashes(prompt(100 + i, 512), ROOT, CHUNK), 512
+        routed = await router.preview(hashes, n, workers, request_key=i, startup_s=startup)
+        assert routed.decision.worker_id == holder
+    others = [w for w in workers if w.info.worker_id != holder]
+    queued = dataclasses.replace(workers[2], load=dataclasses.replace(LOAD, waiting_prefill_tokens=200_000))
+    routed = await router.preview(
+        chunk_hashes(prompt(200, 512), ROOT, CHUNK), 512, [*others, queued], 7, None, startup
+    )
+    assert routed.decision.worker_id != holder
+    assert routed.decision.estimated_ttft_s >= 2.0  # the load counts in the estimate
