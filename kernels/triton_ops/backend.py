@@ -6,6 +6,9 @@ same such device and are contiguous; pools on different devices (GPU <-> CPU tie
 one staged transfer (``kvgate.kernels.block_transfer``); any other same-device case uses torch indexing.
 Validation reads shapes only, never device values, so no call makes the host wait for the GPU (except a
 copy to a CPU pool, which must complete before it returns).
+
+Quantised KV pools (int8 / fp8 with scales) are not implemented in these kernels yet: every operation
+refuses them with a ``ValueError`` that names the backends that serve them (``sdpa``, ``reference``).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from triton.runtime.interpreter import InterpretedFunction
 
 from kvgate.kernels import block_transfer
 from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query
+from kvgate.kernels.quant import is_quantised
 from kvgate.kernels.triton_ops import copy_blocks, decode, prefill, write_kv
 from kvgate.kernels.triton_ops.config import TritonConfig
 
@@ -39,7 +43,11 @@ class TritonKernels:
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
+        *,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> None:
+        _refuse_quantised(k_cache, k_scale, v_scale)
         geometry = cache_geometry(k_cache, v_cache)
         _check_runnable(k_cache)
         if k.shape != v.shape or k.shape[1:] != (geometry.num_kv_heads, geometry.head_dim):
@@ -60,7 +68,10 @@ class TritonKernels:
         *,
         window: int | None = None,
         softcap: float | None = None,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        _refuse_quantised(k_cache, k_scale, v_scale)
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         batch = check_block_tables(block_tables, context_lens)
         if cu_seqlens_q.shape != (batch + 1,) or cu_seqlens_q.dtype != torch.int32:
@@ -90,7 +101,10 @@ class TritonKernels:
         *,
         window: int | None = None,
         softcap: float | None = None,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
+        _refuse_quantised(k_cache, k_scale, v_scale)
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         if check_block_tables(block_tables, context_lens) != q.shape[0]:
             raise ValueError("decode needs one query token per sequence")
@@ -115,7 +129,11 @@ class TritonKernels:
         dst_v: torch.Tensor,
         src_ids: torch.Tensor,
         dst_ids: torch.Tensor,
+        *,
+        src_scales: tuple[torch.Tensor, torch.Tensor] | None = None,
+        dst_scales: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
+        _refuse_quantised(src_k, *(src_scales or ()), *(dst_scales or ()))
         block_transfer.check_transfer(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
         if src_k.device != dst_k.device:
             block_transfer.copy_across_devices(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
@@ -123,6 +141,14 @@ class TritonKernels:
             copy_blocks.copy_blocks(src_k, src_v, dst_k, dst_v, src_ids, dst_ids, self.config)
         else:
             block_transfer.copy_within_device(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
+
+
+def _refuse_quantised(cache: torch.Tensor, *scales: torch.Tensor | None) -> None:
+    if is_quantised(cache) or any(scale is not None for scale in scales):
+        raise ValueError(
+            f"the triton kernels do not support quantised KV pools ({cache.dtype}, int8 / fp8 with "
+            "scales) yet; use the 'sdpa' or 'reference' kernel backend for --kv-dtype int8 / fp8"
+        )
 
 
 def _runs_here(device: torch.device) -> bool:
