@@ -23,7 +23,7 @@ def _settings(command: str, *flags: str) -> ClusterSettings:
     ((), True, "bf16", "bfloat16", "triton"),
     (("--kv-dtype", "int8"), False, "int8", "int8", "sdpa"),
     (("--kv-dtype", "fp8"), True, "fp8", "float8_e4m3fn", "sdpa"),
-    (("--kv-dtype", "bf16", "--dtype", "float32"), False, "bf16", "bfloat16", "sdpa"),
+    (("--kv-dtype", "bf16", "--dtype", "bfloat16"), False, "bf16", "bfloat16", "sdpa"),
 ])  # fmt: skip
 def test_the_kv_dtype_reaches_the_engine_and_the_layout(
     flags: tuple[str, ...], gpu: bool, name: str, storage: str, kernels: str
@@ -71,6 +71,12 @@ def test_bad_values_are_refused_with_the_reason(
     with pytest.raises(SystemExit):
         build_parser().parse_args(["up", *flags])
     assert error in capsys.readouterr().err
+
+
+def test_a_float_kv_dtype_other_than_the_compute_dtype_is_refused() -> None:
+    settings = _settings("up", "--kv-dtype", "bf16", "--dtype", "float32")
+    with pytest.raises(ValueError, match="a float KV dtype must be the compute dtype"):
+        engine_config(settings, False)
 
 
 def test_block_counts_and_bytes_of_the_cpu_tier_together_are_refused() -> None:

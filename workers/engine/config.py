@@ -94,9 +94,15 @@ class EngineConfig:
             torch.device(self.device)
         except RuntimeError as exc:
             raise ValueError(f"invalid device {self.device!r}: {exc}") from None
-        if self.kv_dtype.scaled and self.kernel_backend == "triton":
+        kv = self.kv_dtype
+        if not kv.scaled and kv.storage != self.dtype:
             raise ValueError(
-                f"KV dtype {self.kv_dtype.name} is not implemented by the triton kernels yet; "
+                f"KV dtype {kv.name} with dtype {self.dtype}: a float KV dtype must be the compute dtype "
+                "(use auto); only int8 and fp8 store K and V in another type"
+            )
+        if kv.scaled and self.kernel_backend == "triton":
+            raise ValueError(
+                f"KV dtype {kv.name} is not implemented by the triton kernels yet; "
                 "use kernel_backend 'sdpa' (or 'reference')"
             )
 

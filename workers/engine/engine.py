@@ -59,8 +59,9 @@ MAX_QUEUED_EVENT_BATCHES = 1024  # older ones are dropped; the consumer sees the
 class LLMEngine:
     """Owns the model runner (model, kernels, both KV tiers), the block manager, the scheduler, the
     sampler's state and the event queue. Built once per worker incarnation by the composition root
-    (see :func:`kvgate.workers.engine.load_engine`). ``kv``, ``scheduler`` and ``runner`` are public
-    for metrics and tests: read them, never mutate them."""
+    (see :func:`kvgate.workers.engine.load_engine`). ``kv``, ``scheduler``, ``runner`` and ``capacity``
+    (the tiers' blocks and tokens in the KV dtype) are public for metrics and tests: read them, never
+    mutate them."""
 
     def __init__(
         self,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -16,6 +17,7 @@ from kvgate.common.models import DEFAULT_MODEL_ID
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.kernels import get_kernels
 from kvgate.proto.ids import Epoch
+from kvgate.proto.kv_dtype import KV_DTYPES
 from kvgate.proto.layout import CacheLayout, KVGeometry
 from kvgate.workers.engine import EngineConfig, LLMEngine, run_to_completion
 from kvgate.workers.engine.kv_pools import tier_sizes
@@ -94,8 +96,11 @@ def test_a_prefix_offloaded_to_the_cpu_tier_keeps_its_scales(
     assert_no_leak(engine)
 
 
-def _tiny_config(kv_dtype: str, **sizes: int) -> EngineConfig:
-    return EngineConfig(dataclasses.replace(TINY_CACHE, kv_dtype=kv_dtype), **sizes)
+def _tiny_config(name: str, **settings: Any) -> EngineConfig:
+    """An engine config of the tiny cache layout with KV dtype ``name``; the weights in that float type,
+    float32 for a quantised one (unless ``settings`` say otherwise)."""
+    dtype = "float32" if KV_DTYPES[name].scaled else KV_DTYPES[name].storage
+    return EngineConfig(dataclasses.replace(TINY_CACHE, kv_dtype=name), **({"dtype": dtype} | settings))
 
 
 @pytest.mark.parametrize(
@@ -150,6 +155,12 @@ def test_an_engine_sized_in_bytes_allocates_what_it_reports(tiny: TinyPair) -> N
 def test_bad_sizes_and_backends_are_refused(kwargs: dict, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         _tiny_config("int8", **kwargs)
+
+
+def test_a_float_kv_dtype_must_be_the_compute_dtype() -> None:
+    assert _tiny_config("bf16", num_gpu_blocks=8, dtype="bfloat16").kv_dtype.storage == "bfloat16"
+    with pytest.raises(ValueError, match="must be the compute dtype"):
+        _tiny_config("bf16", num_gpu_blocks=8, dtype="float32")
 
 
 def test_a_budget_too_small_for_one_block_is_refused(tiny: TinyPair) -> None:
