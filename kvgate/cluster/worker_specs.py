@@ -36,10 +36,10 @@ class Placement:
 
 
 def engine_config(settings: ClusterSettings, gpu: bool) -> EngineConfig:
-    """GPU: Triton kernels (SDPA for a quantised KV dtype, which they do not store yet), the KV tier
-    sized by free memory. CPU: the SDPA kernels with a fixed number of blocks. ``--kv-memory`` sizes
-    the KV tier in bytes on either. The dtype is the settings' (``auto``: bfloat16 on a GPU, float32 on
-    a CPU); the KV dtype is the cache layout's."""
+    """GPU: Triton kernels (SDPA for a quantised KV dtype: the Triton path for it is checked only in
+    Triton's interpreter so far), the KV tier sized by free memory. CPU: the SDPA kernels with a fixed
+    number of blocks. ``--kv-memory`` sizes the KV tier in bytes on either. The dtype is the settings'
+    (``auto``: bfloat16 on a GPU, float32 on a CPU); the KV dtype is the cache layout's."""
     kv = settings.kv
     common: dict[str, Any] = {"max_model_len": kv.max_model_len}
     if kv.cpu_kv_memory_bytes is not None:

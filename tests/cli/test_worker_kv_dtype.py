@@ -1,7 +1,8 @@
 """``--kv-dtype`` and ``--kv-memory`` / ``--cpu-kv-memory``: how workers store K and V and how many bytes
 their tiers take. The KV dtype reaches the engine through the cache layout (so the gateway of ``kvgate up``
 checks the same fingerprint), sizes in bytes replace the block counts, a quantised KV dtype on a GPU runs
-the SDPA kernels (the Triton ones do not store it yet), and bad values are refused with the reason."""
+the SDPA kernels (their Triton path is checked only in Triton's interpreter), and bad values are refused
+with the reason."""
 
 from __future__ import annotations
 

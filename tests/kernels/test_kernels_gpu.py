@@ -1,6 +1,6 @@
 """GPU checks: compiled Triton kernels against the reference on serving-sized shapes (Llama-3-8B-like
 heads), block copies between CUDA and CPU pools, and quantised (int8 / fp8) pools on CUDA through the SDPA
-kernels and the CPU tier. Skipped without CUDA."""
+and Triton kernels and the CPU tier. Skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -112,14 +112,15 @@ def test_compiled_kernels_reject_cpu_tensors(triton_backend: ModuleType) -> None
         )
 
 
+@pytest.mark.parametrize("backend", ["sdpa", "triton"])
 @pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn], ids=str)
 @pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "pageable"])
 def test_quantised_pools_on_cuda_attend_and_round_trip_through_the_cpu_tier(
-    dtype: torch.dtype, pinned: bool
+    triton_backend: ModuleType, backend: str, dtype: torch.dtype, pinned: bool
 ) -> None:
-    """int8 / fp8 pools on CUDA (SDPA kernels; the Triton ones refuse them): the decode equals the CPU
-    reference's over the same bytes and scales, and an offload to the CPU tier and back is exact."""
-    kernels = SdpaKernels()
+    """int8 / fp8 pools on CUDA (SDPA and compiled Triton kernels): the decode equals the CPU reference's
+    over the same bytes and scales, and an offload to the CPU tier and back is exact."""
+    kernels = triton_backend.TritonKernels() if backend == "triton" else SdpaKernels()
     batch = random_paged_batch([300, 17, 64], [1, 1, 1], num_heads=32, num_kv_heads=8, head_dim=128,
                                device="cuda", seed=2)  # fmt: skip
     shape = batch.k_cache.shape

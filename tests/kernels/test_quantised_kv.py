@@ -2,11 +2,13 @@
 SDPA backends: a quantised write then attention equals attention over the dequantised cache (prefill,
 prefill after a cached prefix, decode, GQA), the requantisation invariant holds for random token-by-token
 writes (Hypothesis), block copies carry the scales (a CPU-tier round trip attends the same), and
-misuse is refused. The Triton backend refuses quantised pools (it does not implement them)."""
+misuse is refused. The Triton kernels read quantised pools as the reference does (int8 in the interpreter,
+fp8 too on CUDA)."""
 
 from __future__ import annotations
 
-from types import ModuleType
+import dataclasses
+from collections.abc import Callable
 
 import pytest
 import torch
@@ -220,11 +222,64 @@ def test_misuse_is_refused_with_a_clear_error(kernels) -> None:
         kernels.copy_blocks(k_pool, v_pool, k_pool.clone(), v_pool.clone(), *ids)
 
 
-def test_the_triton_backend_refuses_quantised_pools(triton_backend: ModuleType | None, kernel_device) -> None:
-    kernels = triton_backend.TritonKernels()
-    k_pool = torch.zeros(4, 16, 2, 32, dtype=torch.int8, device=kernel_device)
-    scale = torch.zeros(4, 2, device=kernel_device)
-    k = torch.zeros(1, 2, 32, device=kernel_device)
-    slots = torch.zeros(1, dtype=torch.int64, device=kernel_device)
-    with pytest.raises(ValueError, match="'sdpa' or 'reference'"):
-        kernels.write_kv(k, k, k_pool, k_pool.clone(), slots, k_scale=scale, v_scale=scale)
+def _bits(t: torch.Tensor) -> torch.Tensor:
+    """One-byte tensors as raw bytes (fp8 has no torch.equal on CPU)."""
+    return t.view(torch.uint8) if t.element_size() == 1 else t
+
+
+def _on(batch: PagedBatch, device: torch.device) -> PagedBatch:
+    return PagedBatch(*(t.to(device) for t in dataclasses.astuple(batch)))
+
+
+@pytest.mark.parametrize("dtype", QDTYPES, ids=str)
+@pytest.mark.parametrize("heads", [(4, 1, 64), (8, 2, 64)], ids=str)
+def test_the_triton_kernels_attend_to_quantised_pools_as_the_reference_does(
+    make_triton: Callable[..., object], kernel_device: torch.device, dtype, heads
+) -> None:
+    """Triton writes (the torch scale upkeep), then prefill after a cached prefix and decode, with small
+    tiles so that a tile spans blocks of different scales: equal to the reference over the same pools."""
+    if dtype == torch.float8_e4m3fn and kernel_device.type == "cpu":
+        pytest.skip("Triton's interpreter has no fp8 (numpy lacks it); fp8 tiles are checked on CUDA")
+    triton_kernels = make_triton(prefill_block_m=16, prefill_block_n=16, decode_block_n=16)
+    num_heads, kv_heads, head_dim = heads
+    contexts = [37, 50, 20]
+    batch = random_paged_batch(contexts, [37 - 16, 50 - 21, 20 - 16], num_heads=num_heads,
+                               num_kv_heads=kv_heads, head_dim=head_dim, seed=num_heads)  # fmt: skip
+    pools = _pools(batch, dtype)
+    _write_contexts(ReferenceKernels(), batch, pools, split=16)
+    expected_pools = [p.clone() for p in pools]
+    device_pools = [torch.zeros_like(p, device=kernel_device) for p in pools]
+    _write_contexts(triton_kernels, _on(batch, kernel_device), device_pools, split=16)
+    for written, expected in zip(device_pools, expected_pools, strict=True):  # the same bytes and scales
+        assert torch.equal(_bits(written.cpu()), _bits(expected))
+    on_device = _on(batch, kernel_device)
+    k_pool, v_pool, k_scale, v_scale = device_pools
+    out = triton_kernels.prefill_attention(
+        on_device.q, k_pool, v_pool, on_device.block_tables, on_device.cu_seqlens_q, on_device.context_lens,
+        SCALE, k_scale=k_scale, v_scale=v_scale,
+    )  # fmt: skip
+    ref = ReferenceKernels().prefill_attention(
+        batch.q, *pools[:2], batch.block_tables, batch.cu_seqlens_q, batch.context_lens, SCALE,
+        k_scale=pools[2], v_scale=pools[3],
+    )  # fmt: skip
+    torch.testing.assert_close(out.cpu(), ref, atol=1e-4, rtol=0)
+    last = (on_device.cu_seqlens_q[1:] - 1).long()  # each sequence's last query: a decode of it
+    out = triton_kernels.decode_attention(
+        on_device.q[last], k_pool, v_pool, on_device.block_tables, on_device.context_lens, SCALE,
+        k_scale=k_scale, v_scale=v_scale,
+    )  # fmt: skip
+    torch.testing.assert_close(out.cpu(), ref[last.cpu()], atol=1e-4, rtol=0)
+
+
+def test_triton_copies_carry_the_scales(
+    make_triton: Callable[..., object], kernel_device: torch.device
+) -> None:
+    triton_kernels = make_triton()
+    pools = [torch.randint(-127, 128, (6, 16, 2, 32), dtype=torch.int8, device=kernel_device) for _ in "kv"]
+    scales = [torch.rand(6, 2, device=kernel_device) for _ in "kv"]
+    dst = [torch.zeros_like(p) for p in (*pools, *scales)]
+    src_ids, dst_ids = torch.tensor([0, 4, 5]), torch.tensor([3, 1, 2])
+    triton_kernels.copy_blocks(*pools, dst[0], dst[1], src_ids, dst_ids,
+                               src_scales=tuple(scales), dst_scales=(dst[2], dst[3]))  # fmt: skip
+    for copied, source in zip(dst, (*pools, *scales), strict=True):
+        assert torch.equal(copied[dst_ids.to(kernel_device)], source[src_ids.to(kernel_device)])

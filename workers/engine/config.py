@@ -57,8 +57,7 @@ class EngineConfig:
     - ``ttl_s``: default TTL of a cached block after its last use; ``cpu_ttl_s``: the least time a block
       offloaded to the CPU tier stays there.
     - ``kernel_backend``: a name of ``kvgate.kernels.kernel_names()`` (default ``sdpa``, torch's fused
-      attention; ``reference`` is the slow specification, ``triton`` the GPU kernels, which do not
-      store quantised KV yet).
+      attention; ``reference`` is the slow specification, ``triton`` the GPU kernels).
     - ``device``: a torch device string (``cpu``, ``cuda``, ``cuda:1``); ``dtype``: ``float32``,
       ``bfloat16`` or ``float16``.
     """
@@ -99,11 +98,6 @@ class EngineConfig:
             raise ValueError(
                 f"KV dtype {kv.name} with dtype {self.dtype}: a float KV dtype must be the compute dtype "
                 "(use auto); only int8 and fp8 store K and V in another type"
-            )
-        if kv.scaled and self.kernel_backend == "triton":
-            raise ValueError(
-                f"KV dtype {kv.name} is not implemented by the triton kernels yet; "
-                "use kernel_backend 'sdpa' (or 'reference')"
             )
 
     def _check_gpu_tier(self) -> None:
