@@ -111,17 +111,19 @@ def greedy_outputs(
     return [list(done[f"p{i}"].token_ids) for i in range(len(prompts))]
 
 
-def agreement(reference: list[list[int]], other: list[list[int]], tokens: int) -> dict[str, float]:
-    """Mean share of tokens identical before the first divergence, and share of identical sequences."""
-    prefixes = []
+def agreement(reference: list[list[int]], other: list[list[int]], tokens: int) -> dict[str, Any]:
+    """Mean share of tokens identical before the first divergence, share of identical sequences, and
+    per prompt the number of identical tokens before the first divergence."""
+    agreeing = []
     for ref, out in zip(reference, other, strict=True):
-        same = next((i for i, (a, b) in enumerate(zip(ref, out, strict=True)) if a != b), len(ref))
-        prefixes.append(same / tokens)
+        agreeing.append(next((i for i, (a, b) in enumerate(zip(ref, out, strict=True)) if a != b), len(ref)))
     identical = sum(ref == out for ref, out in zip(reference, other, strict=True)) / len(reference)
     return {
-        "prefix_agreement": sum(prefixes) / len(prefixes),
+        "prefix_agreement": sum(agreeing) / len(agreeing) / tokens,
         "identical_sequences": identical,
-        "min_prefix": min(prefixes),
+        "min_prefix": min(agreeing) / tokens,
+        "first_token_differs": sum(n == 0 for n in agreeing),
+        "agreeing_tokens": agreeing,
     }
 
 
@@ -182,12 +184,13 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['text_tokens']}-token text in one prefill through the paged cache.",
         "",
         "| KV dtype | tokens identical before the first divergence (mean) | identical sequences | "
-        "worst prompt | perplexity |",
+        "prompts differing at the first token | perplexity |",
         "|---|---|---|---|---|",
     ]
     for name, r in report["results"].items():
         if "prefix_agreement" in r:
-            agree = f"{r['prefix_agreement']:.1%} | {r['identical_sequences']:.1%} | {r['min_prefix']:.1%}"
+            first = f"{r['first_token_differs']} of {report['prompts']}"
+            agree = f"{r['prefix_agreement']:.1%} | {r['identical_sequences']:.1%} | {first}"
         else:
             agree = "(reference) | | "
         lines.append(f"| {name} | {agree} | {r['perplexity']:.3f} |")
