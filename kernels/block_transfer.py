@@ -10,13 +10,19 @@ When the CPU side is pinned the staging tensor on the CPU is pinned too and the 
   scatter on the CPU (the host must see the bytes before it can scatter them). On an H200 host the CPU
   scatter, not PCIe, bounds an offload (threads did not help there).
 - CUDA -> another CUDA device: a peer copy of the staging tensor.
+
+Quantised pools (int8 / fp8) move their scales ``[num_blocks, kv_heads]`` with the blocks
+(:func:`copy_scales`, after the blocks: a few bytes per block, one small copy per pool).
 """
 
 from __future__ import annotations
 
 import torch
 
-from kvgate.kernels.geometry import cache_geometry, check_block_ids, check_pools
+from kvgate.kernels.geometry import cache_geometry, check_block_ids, check_pools, check_scales
+from kvgate.kernels.quant import raw
+
+Scales = tuple[torch.Tensor, torch.Tensor]
 
 
 def copy_blocks_torch(
@@ -26,13 +32,20 @@ def copy_blocks_torch(
     dst_v: torch.Tensor,
     src_ids: torch.Tensor,
     dst_ids: torch.Tensor,
+    *,
+    src_scales: Scales | None = None,
+    dst_scales: Scales | None = None,
 ) -> None:
-    """``dst[dst_ids[i]] = src[src_ids[i]]`` for K and V, on any pair of devices (see module doc)."""
-    check_transfer(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
+    """``dst[dst_ids[i]] = src[src_ids[i]]`` for K and V (and their scales, for quantised pools), on any
+    pair of devices (see module doc)."""
+    check_transfer(src_k, src_v, dst_k, dst_v, src_ids, dst_ids, src_scales, dst_scales)
+    src_k, src_v, dst_k, dst_v = raw(src_k), raw(src_v), raw(dst_k), raw(dst_v)  # fp8 moves as bytes
     if src_k.device == dst_k.device:
         copy_within_device(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
     else:
         copy_across_devices(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
+    if src_scales is not None and dst_scales is not None:
+        copy_scales(src_scales, dst_scales, src_ids, dst_ids)
 
 
 def check_transfer(
@@ -42,10 +55,22 @@ def check_transfer(
     dst_v: torch.Tensor,
     src_ids: torch.Tensor,
     dst_ids: torch.Tensor,
+    src_scales: Scales | None = None,
+    dst_scales: Scales | None = None,
 ) -> int:
-    """Validate a block copy; returns the number of blocks."""
+    """Validate a block copy; returns the number of blocks. Quantised pools need both pools' scales."""
     check_pools(cache_geometry(src_k, src_v), cache_geometry(dst_k, dst_v), src_k, dst_k)
+    check_scales(src_k, src_v, *(src_scales or (None, None)))
+    check_scales(dst_k, dst_v, *(dst_scales or (None, None)))
     return check_block_ids(src_ids, dst_ids)
+
+
+def copy_scales(src: Scales, dst: Scales, src_ids: torch.Tensor, dst_ids: torch.Tensor) -> None:
+    """``dst[i][dst_ids] = src[i][src_ids]`` for the K and V scales, across devices if need be (a CPU
+    destination holds the values when this returns)."""
+    for src_scale, dst_scale in zip(src, dst, strict=True):
+        moved = src_scale.index_select(0, _ids_on(src_ids, src_scale.device)).to(dst_scale.device)
+        dst_scale.index_copy_(0, _ids_on(dst_ids, dst_scale.device), moved)
 
 
 def copy_within_device(

@@ -7,6 +7,8 @@ Layout (fixed; the engine builds on it):
 - block tables: int32 ``[batch, max_blocks_per_seq]``; entries past a sequence's length may hold any valid
   block id and are never read.
 - GQA: query head ``h`` reads kv head ``h // (num_heads // num_kv_heads)``.
+- Quantised pools (``int8``, ``float8_e4m3fn``) come with float32 scales ``[num_blocks, kv_heads]`` for K
+  and for V (``k_scale``, ``v_scale``; see ``quant``); float pools take none. q is then any float dtype.
 
 The checks look at shapes, dtypes and devices only: they never read tensor values, so they never make
 the host wait for the device.
@@ -18,6 +20,7 @@ from typing import NamedTuple
 
 import torch
 
+from kvgate.kernels.quant import SCALE_DTYPE, is_quantised
 from kvgate.proto.layout import KVGeometry
 
 
@@ -64,11 +67,34 @@ def check_query(q: torch.Tensor, geometry: CacheGeometry, k_cache: torch.Tensor)
     """Validate q ``[tokens, num_heads, head_dim]`` against the cache; returns the GQA group size."""
     if q.dim() != 3 or q.shape[2] != geometry.head_dim:
         raise ValueError(f"q must be [tokens, heads, {geometry.head_dim}], got {tuple(q.shape)}")
-    if q.dtype != k_cache.dtype or q.device != k_cache.device:
+    if q.device != k_cache.device or (q.dtype != k_cache.dtype and not is_quantised(k_cache)):
         raise ValueError(
             f"q ({q.dtype}, {q.device}) must match the cache ({k_cache.dtype}, {k_cache.device})"
         )
     return group_size(q.shape[1], geometry)
+
+
+def check_scales(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale: torch.Tensor | None, v_scale: torch.Tensor | None
+) -> bool:
+    """True for a quantised pair of pools with valid scales (float32 ``[num_blocks, kv_heads]`` on the
+    pools' device), False for float pools without scales; ``ValueError`` for any other combination."""
+    quantised = is_quantised(k_cache)
+    if (k_scale is None) != (v_scale is None) or quantised != (k_scale is not None):
+        raise ValueError(
+            f"{k_cache.dtype} KV pools need "
+            + ("k_scale and v_scale" if quantised else "no scales (only int8 / fp8 pools are scaled)")
+        )
+    if k_scale is None or v_scale is None:
+        return False
+    expected = (k_cache.shape[0], k_cache.shape[2])
+    for scale in (k_scale, v_scale):
+        if scale.shape != expected or scale.dtype != SCALE_DTYPE or scale.device != k_cache.device:
+            raise ValueError(
+                f"KV scales must be float32 {list(expected)} on {k_cache.device}, got "
+                f"{scale.dtype} {list(scale.shape)} on {scale.device}"
+            )
+    return True
 
 
 def check_block_tables(block_tables: torch.Tensor, context_lens: torch.Tensor) -> int:

@@ -8,6 +8,11 @@ Shared contract of all four operations:
   on that device, ``slot_mapping`` is int64.
 - No operation validates tensor *values* (block ids in range, lengths consistent): that would make the
   host wait for the device. Out-of-range values are undefined behaviour.
+- Quantised pools (int8 / fp8, see ``quant``): every operation takes the float32 scales
+  ``[num_blocks, kv_heads]`` of K and V (keyword-only ``k_scale`` / ``v_scale``; ``src_scales`` /
+  ``dst_scales`` for copies). ``write_kv`` quantises (growing and requantising a block's scale as
+  ``quant`` describes), attention dequantises what it reads, copies move the scales with the blocks.
+  Float pools take no scales. A backend that cannot handle quantised pools raises ``ValueError``.
 - Score options of both attentions (keyword-only, None = off): ``softcap`` ``c`` turns every score
   ``s = q.k * scale`` into ``c * tanh(s / c)`` before masking (Gemma 2); ``window`` ``W`` is a sliding
   window: the query at position ``i`` sees positions ``max(0, i - W + 1) .. i`` only (``W`` tokens,
@@ -34,6 +39,9 @@ class AttentionKernels(Protocol):
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
+        *,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> None:
         """Store token ``t`` of k, v ``[tokens, kv_heads, head_dim]`` at slot ``slot_mapping[t]``.
 
@@ -54,6 +62,8 @@ class AttentionKernels(Protocol):
         *,
         window: int | None = None,
         softcap: float | None = None,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Causal attention of a varlen batch whose context may start with a cached prefix.
 
@@ -76,6 +86,8 @@ class AttentionKernels(Protocol):
         *,
         window: int | None = None,
         softcap: float | None = None,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """One new token per sequence: q ``[batch, heads, head_dim]`` attends to all ``context_lens[b]``
         (>= 1) tokens of its sequence (the last ``window`` of them with a window), its own KV included.
@@ -90,6 +102,9 @@ class AttentionKernels(Protocol):
         dst_v: torch.Tensor,
         src_ids: torch.Tensor,
         dst_ids: torch.Tensor,
+        *,
+        src_scales: tuple[torch.Tensor, torch.Tensor] | None = None,
+        dst_scales: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
         """Copy whole blocks ``src[src_ids[i]] -> dst[dst_ids[i]]`` for K and V; mutates dst only.
 

@@ -9,7 +9,9 @@ The pools must be contiguous (the engine allocates them so).
 
 Stale or NaN values in cache slots a sequence does not own never reach the output: prefill reads exactly
 ``context_len`` tokens, and decode zeroes the padded rows of its buffer before attending. Soft-capped
-scores (Gemma 2) have no SDPA form: those calls go to the reference path. Accumulates in fp32 (SDPA's
+scores (Gemma 2) have no SDPA form: those calls go to the reference path. Quantised pools (int8 / fp8,
+see ``quant``) are written by the reference's ``write_kv``; attention dequantises the gathered blocks
+(or rows) into q's dtype with their scales before SDPA. Accumulates in fp32 (SDPA's
 fused CPU kernel does for fp16 and bf16) and returns q's dtype, as the protocol asks.
 """
 
@@ -19,8 +21,9 @@ import torch
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 from kvgate.kernels.decode_plan import PlanMemo
-from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query
-from kvgate.kernels.reference import ReferenceKernels
+from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query, check_scales
+from kvgate.kernels.quant import dequantise
+from kvgate.kernels.reference import ReferenceKernels, Scales
 
 
 class SdpaKernels(ReferenceKernels):
@@ -39,7 +42,13 @@ class SdpaKernels(ReferenceKernels):
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
+        *,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> None:
+        if k_scale is not None or v_scale is not None:  # quantised: the reference's write
+            super().write_kv(k, v, k_cache, v_cache, slot_mapping, k_scale=k_scale, v_scale=v_scale)
+            return
         geometry = cache_geometry(k_cache, v_cache)
         _check_contiguous(k_cache, v_cache)
         rows = (-1, geometry.num_kv_heads, geometry.head_dim)
@@ -61,20 +70,23 @@ class SdpaKernels(ReferenceKernels):
         *,
         window: int | None = None,
         softcap: float | None = None,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
         if softcap is not None:
             return super().prefill_attention(
                 q, k_cache, v_cache, block_tables, cu_seqlens_q, context_lens, scale,
-                window=window, softcap=softcap,
+                window=window, softcap=softcap, k_scale=k_scale, v_scale=v_scale,
             )  # fmt: skip
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         check_block_tables(block_tables, context_lens)
+        scales = (k_scale, v_scale) if check_scales(k_cache, v_cache, k_scale, v_scale) else None
         out = torch.empty_like(q)
         bounds, lens = cu_seqlens_q.tolist(), context_lens.tolist()
         for b, context_len in enumerate(lens):
             start, end = bounds[b], bounds[b + 1]
             if end > start:
-                k, v = _context(k_cache, v_cache, block_tables[b], context_len)
+                k, v = _context(k_cache, v_cache, block_tables[b], context_len, scales, q.dtype)
                 out[start:end] = _causal(q[start:end], k, v, scale, window)
         return out
 
@@ -89,15 +101,19 @@ class SdpaKernels(ReferenceKernels):
         *,
         window: int | None = None,
         softcap: float | None = None,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
         if softcap is not None:
             return super().decode_attention(
-                q, k_cache, v_cache, block_tables, context_lens, scale, window=window, softcap=softcap
-            )
+                q, k_cache, v_cache, block_tables, context_lens, scale,
+                window=window, softcap=softcap, k_scale=k_scale, v_scale=v_scale,
+            )  # fmt: skip
         geometry = cache_geometry(k_cache, v_cache)
         _check_contiguous(k_cache, v_cache)
         group = check_query(q, geometry, k_cache)
         batch = check_block_tables(block_tables, context_lens)
+        scales = (k_scale, v_scale) if check_scales(k_cache, v_cache, k_scale, v_scale) else None
         if batch == 0:
             return torch.empty_like(q)
         kv_heads, head_dim = geometry.num_kv_heads, geometry.head_dim
@@ -105,6 +121,8 @@ class SdpaKernels(ReferenceKernels):
         shape = (batch, kv_heads, plan.span, head_dim)
         k = torch.index_select(k_cache.view(-1, head_dim), 0, plan.rows).view(shape)  # dense, head-major
         v = torch.index_select(v_cache.view(-1, head_dim), 0, plan.rows).view(shape)
+        if scales is not None:
+            k, v = _dequantise_rows(k, v, scales, plan.rows, geometry.block_size, q.dtype)
         if plan.padded_rows is not None:
             k.view(-1, head_dim).index_fill_(0, plan.padded_rows, 0)
             v.view(-1, head_dim).index_fill_(0, plan.padded_rows, 0)
@@ -117,15 +135,42 @@ def _check_contiguous(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
         raise ValueError("the sdpa kernels need contiguous KV pools (viewed as rows of head_dim values)")
 
 
-def _context(
-    k_cache: torch.Tensor, v_cache: torch.Tensor, block_table: torch.Tensor, context_len: int
+def _dequantise_rows(
+    k: torch.Tensor,
+    v: torch.Tensor,
+    scales: tuple[torch.Tensor, torch.Tensor],
+    rows: torch.Tensor,
+    block_size: int,
+    dtype: torch.dtype,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """One sequence's first ``context_len`` tokens as dense k, v ``[context_len, kv_heads, D]``."""
+    """Gathered quantised k, v ``[B, kvH, T, D]`` (pool rows ``rows``, see ``decode_plan``) in ``dtype``:
+    row ``r`` is block ``r // (block_size * kvH)``, head ``r % kvH``, so its scale is entry
+    ``block * kvH + head`` of the flat ``[num_blocks * kvH]`` scales."""
+    kv_heads = k.shape[1]
+    index = rows // (block_size * kv_heads) * kv_heads + rows % kv_heads
+    shape = (*k.shape[:3], 1)
+    k_scale, v_scale = (scale.view(-1).index_select(0, index).view(shape) for scale in scales)
+    return dequantise(k, k_scale, dtype), dequantise(v, v_scale, dtype)
+
+
+def _context(
+    k_cache: torch.Tensor,
+    v_cache: torch.Tensor,
+    block_table: torch.Tensor,
+    context_len: int,
+    scales: Scales,
+    dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sequence's first ``context_len`` tokens as dense k, v ``[context_len, kv_heads, D]``
+    (quantised pools: dequantised into ``dtype``)."""
     block_size = k_cache.shape[1]
     blocks = block_table[: -(-context_len // block_size)].long()  # int64: index_select's fast path
-    k = torch.index_select(k_cache, 0, blocks).flatten(0, 1)[:context_len]
-    v = torch.index_select(v_cache, 0, blocks).flatten(0, 1)[:context_len]
-    return k, v
+    k = torch.index_select(k_cache, 0, blocks)  # [blocks, block_size, kv_heads, D]
+    v = torch.index_select(v_cache, 0, blocks)
+    if scales is not None:
+        k = dequantise(k, scales[0].index_select(0, blocks)[:, None, :, None], dtype)
+        v = dequantise(v, scales[1].index_select(0, blocks)[:, None, :, None], dtype)
+    return k.flatten(0, 1)[:context_len], v.flatten(0, 1)[:context_len]
 
 
 def _causal(

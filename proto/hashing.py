@@ -3,8 +3,10 @@
 Layout (version 1); all integers little-endian:
 
 - **Root.** ``root = XXH3_128(b"kvgate/chunk/v1" || field(secret) || field(model_id) || field(adapter_id)
-  || field(cache_salt), seed=0)`` where ``field(x) = u32(len(x)) || x`` and strings are UTF-8. A missing
-  adapter or salt is the empty field. The length prefixes make the fields unambiguous.
+  || field(cache_salt) [|| field(kv_dtype)], seed=0)`` where ``field(x) = u32(len(x)) || x`` and strings
+  are UTF-8. A missing adapter or salt is the empty field; the KV dtype field is present only when the
+  layout names a KV dtype (``int8``, ``bf16``, ...; absent for ``auto``, so roots without one are the
+  same as before KV dtypes existed). The length prefixes make the fields unambiguous.
 - **Chunk i** (tokens ``ids[i*C:(i+1)*C]``, ``C = chunk_size``):
   ``h_i = XXH3_128(h_{i-1} || u32le(ids[i*C]) || ... || u32le(ids[(i+1)*C-1]), seed=0)``, with
   ``h_{-1} = root``; digests are the 16 bytes of ``XXH3_128(...).digest()`` (big-endian, as xxhash emits).
@@ -33,16 +35,20 @@ TokenIds = np.ndarray | Sequence[int]
 
 @dataclass(frozen=True, slots=True)
 class HashRoot:
-    """The inputs of the root seed. ``secret`` is per deployment; the rest vary per request."""
+    """The inputs of the root seed. ``secret`` and ``kv_dtype`` (``""``: none named) are per deployment;
+    the rest vary per request."""
 
     secret: bytes
     model_id: str
     adapter_id: str = ""
     cache_salt: str = ""
+    kv_dtype: str = ""
 
     def digest(self) -> ChunkHash:
         """The 16-byte root ``h_{-1}``; pure, deterministic across processes and platforms."""
-        fields = (self.secret, self.model_id.encode(), self.adapter_id.encode(), self.cache_salt.encode())
+        fields = [self.secret, self.model_id.encode(), self.adapter_id.encode(), self.cache_salt.encode()]
+        if self.kv_dtype:
+            fields.append(self.kv_dtype.encode())
         body = b"".join(struct.pack("<I", len(f)) + f for f in fields)
         return ChunkHash(xxhash.xxh3_128_digest(_ROOT_TAG + body))
 
@@ -72,9 +78,7 @@ def _checked_array(token_ids: TokenIds) -> np.ndarray:
     return raw.astype("<u4")
 
 
-def chunk_hashes(
-    token_ids: TokenIds, root: ChunkHash, chunk_size: int
-) -> list[ChunkHash]:
+def chunk_hashes(token_ids: TokenIds, root: ChunkHash, chunk_size: int) -> list[ChunkHash]:
     """Hashes of every full ``chunk_size``-token chunk of ``token_ids``, chained from ``root``.
 
     Pure; the result for a prefix of the tokens is a prefix of the result. ``chunk_size`` must be

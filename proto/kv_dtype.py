@@ -8,15 +8,17 @@ K/V and KV head: ``SCALE_DTYPE`` (float32, ``SCALE_BYTES`` = 4 bytes), so a bloc
     2 x layers x KV heads x (block_size x head_dim x element bytes + scale bytes)
 
 and a token ``block bytes / block_size``. With the default 16-token blocks and head dim 128 the scales
-add 4 / 2048 = 0.2 % to an int8 block. The engine does not store quantised blocks yet: this table is the
-rule the planner (``kvgate plan``) sizes memory with, and the one the engine will follow.
+add 4 / 2048 = 0.2 % to an int8 block. The planner (``kvgate plan``) and the engine (``--kv-memory``)
+size memory with this one rule.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from kvgate.proto.layout import KVGeometry
+if TYPE_CHECKING:  # layout imports this module: the geometry is only a type here
+    from kvgate.proto.layout import KVGeometry
 
 SCALE_DTYPE = "float32"
 SCALE_BYTES = 4
@@ -61,6 +63,23 @@ def kv_dtype(name: str) -> KVDtype:
     if found is None:
         raise ValueError(f"unknown KV dtype {name!r}; known: {', '.join(KV_DTYPES)} (or {AUTO})")
     return found
+
+
+def check_kv_dtype_name(name: str) -> str:
+    """``name`` itself when it is a command-line spelling of :data:`KV_DTYPES` or ``auto``; ValueError
+    listing the known ones otherwise."""
+    if name != AUTO and name not in KV_DTYPES:
+        raise ValueError(f"unknown KV dtype {name!r}; known: {AUTO}, {', '.join(KV_DTYPES)}")
+    return name
+
+
+def storage_bytes(storage: str) -> int:
+    """Bytes of one stored element of the torch dtype called ``storage``; ValueError for a type that is
+    no KV storage type."""
+    found = _BY_STORAGE.get(storage)
+    if found is None:
+        raise ValueError(f"KV storage dtype {storage!r} is not one of {sorted(_BY_STORAGE)}")
+    return found.element_bytes
 
 
 def resolve_kv_dtype(name: str, compute_dtype: str) -> KVDtype:

@@ -14,6 +14,10 @@ rule is written here once and nowhere else:
 - **KV geometry.** Layers, KV heads, head dim and element type of the model's KV cache
   (:class:`KVGeometry`): known where the weights are (workers, kernels, simulator), absent on the
   gateway, which never loads a model.
+- **KV dtype.** How the engine stores K and V (``kv_dtype``: ``auto`` = the model's compute dtype, or a
+  name of :data:`kvgate.proto.kv_dtype.KV_DTYPES`, e.g. ``int8``). An explicit KV dtype is folded into
+  the hash root and the fingerprint, so workers storing different KV types never share cache entries;
+  ``auto`` leaves both exactly as they were before KV dtypes existed.
 - **Fingerprint.** The fields above that change hashes, digested: a worker whose fingerprint differs
   is refused instead of routed to with a hit rate of zero.
 """
@@ -27,6 +31,7 @@ import xxhash
 
 from kvgate.proto.chain import ChainRoots
 from kvgate.proto.hashing import HashRoot
+from kvgate.proto.kv_dtype import AUTO, check_kv_dtype_name, storage_bytes
 from kvgate.proto.units import TokenCount
 
 DEFAULT_CHUNK_SIZE = 128
@@ -36,7 +41,6 @@ TTL_CLASSES: dict[str, int] = {"5m": 300, "1h": 3600}
 DEFAULT_TTL_S = float(TTL_CLASSES["5m"])
 """Seconds a cached block lives after its last use when nothing pins it, in every tier."""
 _FINGERPRINT_VERSION = 2
-_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 def reusable_tokens(prompt_tokens: int, block_size: int) -> TokenCount:
@@ -48,8 +52,10 @@ def reusable_tokens(prompt_tokens: int, block_size: int) -> TokenCount:
 @dataclass(frozen=True, slots=True)
 class KVGeometry:
     """The shape of one token's KV entries: ``num_layers`` x (K, V) x ``num_kv_heads`` x ``head_dim``
-    elements of ``dtype`` (a torch dtype's name, e.g. ``"bfloat16"``: the contract stays torch-free).
-    A KV block of the engine is ``[block_size, num_kv_heads, head_dim]`` per layer, for K and for V."""
+    elements of ``dtype`` (a torch dtype's name, e.g. ``"bfloat16"``, or a quantised storage type,
+    ``"int8"`` / ``"float8_e4m3fn"``: the contract stays torch-free). A KV block of the engine is
+    ``[block_size, num_kv_heads, head_dim]`` per layer, for K and for V. ``bytes_per_token`` counts the
+    elements only: a quantised block's scales are counted by :func:`kvgate.proto.kv_dtype.kv_block_bytes`."""
 
     num_layers: int
     num_kv_heads: int
@@ -59,12 +65,11 @@ class KVGeometry:
     def __post_init__(self) -> None:
         if min(self.num_layers, self.num_kv_heads, self.head_dim) <= 0:
             raise ValueError(f"KV geometry sizes must be positive, got {self}")
-        if self.dtype not in _DTYPE_BYTES:
-            raise ValueError(f"KV dtype {self.dtype!r} is not one of {sorted(_DTYPE_BYTES)}")
+        storage_bytes(self.dtype)  # ValueError for an unknown type
 
     @property
     def element_bytes(self) -> int:
-        return _DTYPE_BYTES[self.dtype]
+        return storage_bytes(self.dtype)
 
     @property
     def bytes_per_token(self) -> int:
@@ -81,7 +86,8 @@ class CacheLayout:
     """Deployment-wide cache layout. Validated on construction; immutable.
 
     ``model_id`` and ``secret`` (per deployment) seed every chunk hash; ``chunk_size`` is a multiple of
-    ``block_size``; ``kv`` is the model's KV geometry where it is known (a worker, once it has loaded
+    ``block_size``; ``kv_dtype`` is how workers store K and V (``auto`` or a KV dtype name, see the
+    module docstring); ``kv`` is the model's KV geometry where it is known (a worker, once it has loaded
     the model: :meth:`with_kv`), None on the gateway.
     """
 
@@ -90,8 +96,10 @@ class CacheLayout:
     chunk_size: int = DEFAULT_CHUNK_SIZE
     block_size: int = DEFAULT_BLOCK_SIZE
     kv: KVGeometry | None = None
+    kv_dtype: str = AUTO
 
     def __post_init__(self) -> None:
+        check_kv_dtype_name(self.kv_dtype)
         if not self.model_id:
             raise ValueError("model_id must not be empty")
         if self.block_size <= 0 or self.chunk_size <= 0:
@@ -107,7 +115,7 @@ class CacheLayout:
 
     def root(self, adapter_id: str = "", cache_salt: str = "") -> HashRoot:
         """The hash root of one namespace (``cache_salt``) of this deployment."""
-        return HashRoot(self.secret, self.model_id, adapter_id, cache_salt)
+        return HashRoot(self.secret, self.model_id, adapter_id, cache_salt, self._explicit_kv_dtype())
 
     def roots(
         self, private_salt: str, shared_salt: str = "", shared_tokens: int = 0, adapter_id: str = ""
@@ -127,8 +135,9 @@ class CacheLayout:
         return TokenCount(tokens // self.chunk_size * self.chunk_size)
 
     def fingerprint(self) -> str:
-        """32 hex chars; equal iff version, model id, chunk size, block size and whether there is a
-        secret are equal.
+        """32 hex chars; equal iff version, model id, chunk size, block size, KV dtype and whether there
+        is a secret are equal (``auto``, the default KV dtype, is left out of the digest, so a
+        deployment that names none keeps the fingerprint it had before KV dtypes existed).
 
         The fingerprint reveals nothing of the secret but its presence, so it can be logged and
         exchanged in the clear; two deployments with different secrets tell each other apart by the
@@ -142,4 +151,10 @@ class CacheLayout:
             "block_size": self.block_size,
             "version": _FINGERPRINT_VERSION,
         }
+        if self._explicit_kv_dtype():
+            fields["kv_dtype"] = self.kv_dtype
         return xxhash.xxh3_128_hexdigest(json.dumps(fields, sort_keys=True).encode())
+
+    def _explicit_kv_dtype(self) -> str:
+        """The KV dtype when one is named, "" for ``auto`` (which changes no hash)."""
+        return "" if self.kv_dtype == AUTO else self.kv_dtype

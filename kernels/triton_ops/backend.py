@@ -6,6 +6,12 @@ same such device and are contiguous; pools on different devices (GPU <-> CPU tie
 one staged transfer (``kvgate.kernels.block_transfer``); any other same-device case uses torch indexing.
 Validation reads shapes only, never device values, so no call makes the host wait for the GPU (except a
 copy to a CPU pool, which must complete before it returns).
+
+Quantised KV pools (int8 / fp8 with scales, see ``kvgate.kernels.quant``): the attention kernels load the
+quantised tiles and their (block, head) scales and dequantise them into q's dtype; ``write_kv`` keeps the
+scales with the torch implementation of ``quant`` on the pools' device (growing a block's scale
+requantises the whole block, which one token's program cannot do alone); ``copy_blocks`` moves fp8 blocks
+as bytes and the scales with them.
 """
 
 from __future__ import annotations
@@ -14,7 +20,8 @@ import torch
 from triton.runtime.interpreter import InterpretedFunction
 
 from kvgate.kernels import block_transfer
-from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query
+from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query, check_scales
+from kvgate.kernels.quant import raw, write_quantised
 from kvgate.kernels.triton_ops import copy_blocks, decode, prefill, write_kv
 from kvgate.kernels.triton_ops.config import TritonConfig
 
@@ -39,6 +46,9 @@ class TritonKernels:
         k_cache: torch.Tensor,
         v_cache: torch.Tensor,
         slot_mapping: torch.Tensor,
+        *,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> None:
         geometry = cache_geometry(k_cache, v_cache)
         _check_runnable(k_cache)
@@ -46,6 +56,12 @@ class TritonKernels:
             raise ValueError(f"k, v must be [tokens, {geometry.num_kv_heads}, {geometry.head_dim}]")
         if slot_mapping.shape != (k.shape[0],) or slot_mapping.dtype != torch.int64:
             raise ValueError("slot_mapping must be int64 [num_tokens]")
+        if check_scales(k_cache, v_cache, k_scale, v_scale):
+            keep = slot_mapping >= 0  # slot -1: skip the token
+            slots = slot_mapping[keep]
+            write_quantised(k[keep], k_cache, k_scale, slots)  # type: ignore[arg-type]
+            write_quantised(v[keep], v_cache, v_scale, slots)  # type: ignore[arg-type]
+            return
         write_kv.write_kv(_last_contiguous(k), _last_contiguous(v), k_cache, v_cache, slot_mapping)
 
     def prefill_attention(
@@ -60,9 +76,12 @@ class TritonKernels:
         *,
         window: int | None = None,
         softcap: float | None = None,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         batch = check_block_tables(block_tables, context_lens)
+        scales = _scales(k_cache, v_cache, k_scale, v_scale)
         if cu_seqlens_q.shape != (batch + 1,) or cu_seqlens_q.dtype != torch.int32:
             raise ValueError("cu_seqlens_q must be int32 [batch + 1]")
         _check_runnable(k_cache)
@@ -77,6 +96,7 @@ class TritonKernels:
             self.config,
             window,
             softcap,
+            scales,
         )
 
     def decode_attention(
@@ -90,10 +110,13 @@ class TritonKernels:
         *,
         window: int | None = None,
         softcap: float | None = None,
+        k_scale: torch.Tensor | None = None,
+        v_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         if check_block_tables(block_tables, context_lens) != q.shape[0]:
             raise ValueError("decode needs one query token per sequence")
+        scales = _scales(k_cache, v_cache, k_scale, v_scale)
         _check_runnable(k_cache)
         return decode.decode_attention(
             _last_contiguous(q),
@@ -105,6 +128,7 @@ class TritonKernels:
             self.config,
             window,
             softcap,
+            scales,
         )
 
     def copy_blocks(
@@ -115,14 +139,29 @@ class TritonKernels:
         dst_v: torch.Tensor,
         src_ids: torch.Tensor,
         dst_ids: torch.Tensor,
+        *,
+        src_scales: tuple[torch.Tensor, torch.Tensor] | None = None,
+        dst_scales: tuple[torch.Tensor, torch.Tensor] | None = None,
     ) -> None:
-        block_transfer.check_transfer(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
+        block_transfer.check_transfer(src_k, src_v, dst_k, dst_v, src_ids, dst_ids, src_scales, dst_scales)
+        src_k, src_v, dst_k, dst_v = raw(src_k), raw(src_v), raw(dst_k), raw(dst_v)  # fp8 moves as bytes
         if src_k.device != dst_k.device:
             block_transfer.copy_across_devices(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
         elif _kernel_can_copy(src_k, src_v, dst_k, dst_v):
             copy_blocks.copy_blocks(src_k, src_v, dst_k, dst_v, src_ids, dst_ids, self.config)
         else:
             block_transfer.copy_within_device(src_k, src_v, dst_k, dst_v, src_ids, dst_ids)
+        if src_scales is not None and dst_scales is not None:
+            block_transfer.copy_scales(src_scales, dst_scales, src_ids, dst_ids)
+
+
+def _scales(
+    k_cache: torch.Tensor, v_cache: torch.Tensor, k_scale: torch.Tensor | None, v_scale: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The contiguous (k, v) scales of quantised pools (validated), None for float pools."""
+    if not check_scales(k_cache, v_cache, k_scale, v_scale) or k_scale is None or v_scale is None:
+        return None
+    return k_scale.contiguous(), v_scale.contiguous()
 
 
 def _runs_here(device: torch.device) -> bool:

@@ -19,6 +19,7 @@ from kvgate.kernels.triton_ops.tiles import (
     LOG2E,
     NEG_BIG,
     attend_tile,
+    dequantise_tile,
     load_kv_tile,
     score_options,
     slot_rows,
@@ -30,6 +31,8 @@ def _decode_kernel(
     q_ptr,
     k_cache_ptr,
     v_cache_ptr,
+    k_scale_ptr,
+    v_scale_ptr,
     block_tables_ptr,
     context_lens_ptr,
     out_ptr,
@@ -60,6 +63,8 @@ def _decode_kernel(
     SPLIT: tl.constexpr,
     SOFTCAP: tl.constexpr,
     IEEE: tl.constexpr,
+    SCALED: tl.constexpr,
+    NUM_KV_HEADS: tl.constexpr,
 ):
     seq = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -91,6 +96,9 @@ def _decode_kernel(
         v = load_kv_tile(
             v_cache_ptr, block_ids, offsets, valid, kv_head, stride_vb, stride_vs, stride_vh, offs_d, mask_d
         )
+        if SCALED:  # int8 / fp8 pools: dequantised here, into q's dtype for the dot products
+            k = dequantise_tile(k, k_scale_ptr, block_ids, valid, kv_head, NUM_KV_HEADS).to(q.dtype)
+            v = dequantise_tile(v, v_scale_ptr, block_ids, valid, kv_head, NUM_KV_HEADS).to(q.dtype)
         m_i, l_i, acc = attend_tile(q, k, v, valid[None, :], m_i, l_i, acc, qk_scale, softcap2, SOFTCAP, IEEE)
 
     if SPLIT:
@@ -151,9 +159,11 @@ def decode_attention(
     config: TritonConfig,
     window: int | None = None,
     softcap: float | None = None,
+    scales: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Launch decode attention (inputs already validated); q ``[batch, heads, D]`` -> out of the same shape;
-    ``window`` / ``softcap``: the protocol's score options.
+    ``window`` / ``softcap``: the protocol's score options; ``scales``: (k, v) scales of int8 / fp8 pools
+    (contiguous ``[num_blocks, kv_heads]``), dequantised as the tiles are loaded.
 
     Splits are sized from ``block_tables.shape[1]`` (never from device values, so the host never waits):
     pass block tables trimmed to the batch's longest sequence.
@@ -177,6 +187,7 @@ def decode_attention(
         q,
         k_cache,
         v_cache,
+        *(scales or (k_cache, v_cache)),  # unused without SCALED
         block_tables,
         context_lens,
         out,
@@ -203,6 +214,8 @@ def decode_attention(
         SPLIT=splits > 1,
         SOFTCAP=options["SOFTCAP"],
         IEEE=q.dtype == torch.float32,
+        SCALED=scales is not None,
+        NUM_KV_HEADS=num_kv_heads,
         num_warps=config.decode_num_warps,
         num_stages=config.decode_num_stages,
     )

@@ -20,6 +20,7 @@ from kvgate.kernels.triton_ops.tiles import (
     LOG2E,
     NEG_BIG,
     attend_tile,
+    dequantise_tile,
     load_kv_tile,
     score_options,
     slot_rows,
@@ -46,6 +47,8 @@ def _prefill_kernel(
     q_ptr,
     k_cache_ptr,
     v_cache_ptr,
+    k_scale_ptr,
+    v_scale_ptr,
     block_tables_ptr,
     cu_seqlens_ptr,
     context_lens_ptr,
@@ -74,6 +77,8 @@ def _prefill_kernel(
     BLOCK_SIZE: tl.constexpr,
     SOFTCAP: tl.constexpr,
     IEEE: tl.constexpr,
+    SCALED: tl.constexpr,
+    NUM_KV_HEADS: tl.constexpr,
 ):
     tile = tl.program_id(0)
     kv_head = tl.program_id(1)
@@ -117,6 +122,9 @@ def _prefill_kernel(
         v = load_kv_tile(
             v_cache_ptr, block_ids, offsets, valid, kv_head, stride_vb, stride_vs, stride_vh, offs_d, mask_d
         )
+        if SCALED:  # int8 / fp8 pools: dequantised here, into q's dtype for the dot products
+            k = dequantise_tile(k, k_scale_ptr, block_ids, valid, kv_head, NUM_KV_HEADS).to(q.dtype)
+            v = dequantise_tile(v, v_scale_ptr, block_ids, valid, kv_head, NUM_KV_HEADS).to(q.dtype)
         allowed = valid[None, :] & (pos[None, :] <= q_pos[:, None]) & (pos[None, :] > q_pos[:, None] - window)
         m_i, l_i, acc = attend_tile(q, k, v, allowed, m_i, l_i, acc, qk_scale, softcap2, SOFTCAP, IEEE)
 
@@ -136,9 +144,11 @@ def prefill_attention(
     config: TritonConfig,
     window: int | None = None,
     softcap: float | None = None,
+    scales: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Launch prefill attention (inputs already validated); q ``[total_q, heads, D]`` -> out, same shape.
-    ``window`` / ``softcap``: the protocol's score options."""
+    ``window`` / ``softcap``: the protocol's score options; ``scales``: (k, v) scales of int8 / fp8 pools
+    (contiguous ``[num_blocks, kv_heads]``), dequantised as the tiles are loaded."""
     total_q, num_heads, head_dim = q.shape
     _, block_size, num_kv_heads, _ = k_cache.shape
     batch = context_lens.shape[0]
@@ -153,6 +163,7 @@ def prefill_attention(
         q,
         k_cache,
         v_cache,
+        *(scales or (k_cache, v_cache)),  # unused without SCALED
         block_tables,
         cu_seqlens_q,
         context_lens,
@@ -177,6 +188,8 @@ def prefill_attention(
         BLOCK_SIZE=block_size,
         SOFTCAP=options["SOFTCAP"],
         IEEE=q.dtype == torch.float32,
+        SCALED=scales is not None,
+        NUM_KV_HEADS=num_kv_heads,
         num_warps=config.prefill_num_warps,
         num_stages=config.prefill_num_stages,
     )

@@ -38,6 +38,14 @@ def load_kv_tile(
 
 
 @triton.jit
+def dequantise_tile(tile, scale_ptr, block_ids, valid, kv_head, NUM_KV_HEADS: tl.constexpr):
+    """An int8 / fp8 tile [BLOCK_N, BLOCK_D] in fp32: each row times the scale of its (block, kv head)
+    (scales ``[num_blocks, NUM_KV_HEADS]``, contiguous; invalid rows read scale 0)."""
+    scale = tl.load(scale_ptr + block_ids * NUM_KV_HEADS + kv_head, mask=valid, other=0.0)  # [BLOCK_N]
+    return tile.to(tl.float32) * scale[:, None]
+
+
+@triton.jit
 def tanh(x):
     """tanh from exp (saturates to +-1 where exp overflows or vanishes, never NaN)."""
     return 1.0 - 2.0 / (tl.exp(2.0 * x) + 1.0)

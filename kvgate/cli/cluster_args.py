@@ -14,6 +14,7 @@ from pathlib import Path
 
 from kvgate.cli.cache_args import add_cache_arguments, cache_config
 from kvgate.cli.secret_args import add_insecure_argument, secret_from
+from kvgate.cli.size_args import byte_size
 from kvgate.cluster.lora_spec import LoraPlacement, parse_lora
 from kvgate.cluster.settings import WORKER_DTYPES, ClusterSettings, KVSizing
 from kvgate.common.grpc_tls import TlsFiles
@@ -61,7 +62,12 @@ def add_worker_arguments(parser: argparse.ArgumentParser, fixed_ports: bool = Fa
                         help="CPU mode: KV blocks per worker (of --block-size tokens each)")  # fmt: skip
     parser.add_argument("--gpu-memory-fraction", type=float, default=kv.gpu_memory_fraction,
                         help="GPU mode: share of free GPU memory for KV blocks")  # fmt: skip
+    parser.add_argument("--kv-memory", type=byte_size,
+                        help="KV blocks per worker as bytes, e.g. 2GiB (instead of --num-gpu-blocks "
+                             "/ --gpu-memory-fraction), at the bytes per block of --kv-dtype")  # fmt: skip
     parser.add_argument("--num-cpu-blocks", type=int, default=kv.num_cpu_blocks, help="offload tier blocks")
+    parser.add_argument("--cpu-kv-memory", type=byte_size,
+                        help="the offload tier as bytes, e.g. 16GiB (not with --num-cpu-blocks)")  # fmt: skip
     parser.add_argument("--lora", action="append", type=_lora, default=[], metavar="ID=PATH[@I,J]",
                         help="a LoRA adapter (PEFT folder) loaded at start by every worker, or by "
                              "worker-I, worker-J; clients name it MODEL:ID or ID (repeatable)")  # fmt: skip
@@ -128,6 +134,8 @@ def settings_from(args: argparse.Namespace, *, local: bool = False) -> ClusterSe
         gpu_memory_fraction=getattr(args, "gpu_memory_fraction", KVSizing().gpu_memory_fraction),
         num_cpu_blocks=getattr(args, "num_cpu_blocks", KVSizing().num_cpu_blocks),
         max_model_len=args.max_model_len,
+        kv_memory_bytes=getattr(args, "kv_memory", None),
+        cpu_kv_memory_bytes=getattr(args, "cpu_kv_memory", None),
     )
     names = ("workers", "ray_address", "ray_temp_dir", "host", "policy")
     optional = {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}

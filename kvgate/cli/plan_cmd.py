@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from typing import TYPE_CHECKING
 
+from kvgate.cli.size_args import parse_bytes
 from kvgate.plan.memory import MemoryInputs, MemoryPlan, plan_memory
 from kvgate.plan.model_source import resolve_model
 from kvgate.plan.report import format_others, format_plan, format_sweep, plan_json
@@ -24,10 +24,6 @@ if TYPE_CHECKING:  # the workers' package imports torch: not at the CLI's start
     from kvgate.workers.model.config import ModelConfig
 
 HELP = "plan KV memory per worker (tokens, blocks, prefix copies); with --trace, how many workers"
-_UNITS = {"": 1, "b": 1, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40,
-          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40,
-          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}  # fmt: skip
-_SIZE = re.compile(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*")
 _DTYPES = [AUTO, *KV_DTYPES]
 
 
@@ -95,14 +91,6 @@ def _check(args: argparse.Namespace) -> None:
     if args.trace:
         Target(args.target_hit_rate, args.target_p99)  # ValueError without one
         resolve_policies([args.policy])
-
-
-def parse_bytes(text: str) -> int:
-    """``80GiB``, ``24GB``, ``512M`` (K/M/G/T alone are binary), ``1024``: bytes. ValueError otherwise."""
-    match = _SIZE.fullmatch(str(text))
-    if match is None or match[2].lower() not in _UNITS:
-        raise ValueError(f"not a size: {text!r} (e.g. 80GiB, 24GB, 512MiB)")
-    return int(float(match[1]) * _UNITS[match[2].lower()])
 
 
 def _plan(config: ModelConfig, args: argparse.Namespace, kv: str, cpu_memory: int) -> MemoryPlan:

@@ -20,17 +20,23 @@ PORTS_PER_NODE = 8  # one worker per GPU, up to 8 per node
 class KVSizing:
     """KV pools per worker. ``num_gpu_blocks``: the main tier's blocks on CPU-only nodes (there the
     "GPU tier" lives in host memory); on GPU nodes ``gpu_memory_fraction`` of the free device memory
-    sizes it. ``num_cpu_blocks``: the offload tier (0: none). ``max_model_len``: most tokens of one
-    sequence, also the gateway's context window."""
+    sizes it. ``kv_memory_bytes``, when set, sizes it on either kind of node instead (bytes; blocks at
+    the KV dtype's bytes per block). ``num_cpu_blocks``: the offload tier (0: none), or
+    ``cpu_kv_memory_bytes`` bytes of it when set. ``max_model_len``: most tokens of one sequence, also
+    the gateway's context window."""
 
     num_gpu_blocks: int = 512
     gpu_memory_fraction: float = 0.85
     num_cpu_blocks: int = 0
     max_model_len: int = 4096
+    kv_memory_bytes: int | None = None
+    cpu_kv_memory_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if self.num_gpu_blocks < 1 or self.num_cpu_blocks < 0 or self.max_model_len < 2:
             raise ValueError("need num_gpu_blocks >= 1, num_cpu_blocks >= 0 and max_model_len >= 2")
+        if self.cpu_kv_memory_bytes is not None and self.num_cpu_blocks:
+            raise ValueError("give --num-cpu-blocks or --cpu-kv-memory, not both")
         if not 0 < self.gpu_memory_fraction <= 1:
             raise ValueError(f"gpu_memory_fraction must lie in (0, 1], got {self.gpu_memory_fraction}")
 

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvgate.cluster.lora_spec import adapters_of
-from kvgate.cluster.settings import PORTS_PER_NODE, ClusterSettings
+from kvgate.cluster.settings import PORTS_PER_NODE, ClusterSettings, KVSizing
 from kvgate.proto.ids import Epoch, WorkerId
+from kvgate.proto.kv_dtype import resolve_kv_dtype
 from kvgate.workers.engine import EngineConfig
 from kvgate.workers.ray_actor import ActorSpec
 from kvgate.workers.service import WorkerConfig
@@ -36,16 +37,30 @@ class Placement:
 
 
 def engine_config(settings: ClusterSettings, gpu: bool) -> EngineConfig:
-    """GPU: Triton kernels, the KV tier sized by free memory. CPU: the SDPA kernels with a fixed number
-    of blocks. The dtype is the settings' (``auto``: bfloat16 on a GPU, float32 on a CPU)."""
+    """GPU: Triton kernels (SDPA for a quantised KV dtype: the Triton path for it is checked only in
+    Triton's interpreter so far), the KV tier sized by free memory. CPU: the SDPA kernels with a fixed
+    number of blocks. ``--kv-memory`` sizes the KV tier in bytes on either. The dtype is the settings'
+    (``auto``: bfloat16 on a GPU, float32 on a CPU); the KV dtype is the cache layout's."""
     kv = settings.kv
-    common: dict[str, Any] = {"num_cpu_blocks": kv.num_cpu_blocks, "max_model_len": kv.max_model_len}
+    common: dict[str, Any] = {"max_model_len": kv.max_model_len}
+    if kv.cpu_kv_memory_bytes is not None:
+        common["cpu_kv_memory_bytes"] = kv.cpu_kv_memory_bytes
+    else:
+        common["num_cpu_blocks"] = kv.num_cpu_blocks
     if gpu:
         dtype = "bfloat16" if settings.dtype == "auto" else settings.dtype
-        return EngineConfig(settings.cache, gpu_memory_fraction=kv.gpu_memory_fraction, device="cuda",
-                            dtype=dtype, kernel_backend="triton", **common)  # fmt: skip
+        quantised = resolve_kv_dtype(settings.cache.kv_dtype, dtype).scaled
+        tier = {"gpu_memory_fraction": kv.gpu_memory_fraction}
+        return EngineConfig(settings.cache, device="cuda", dtype=dtype, **_sized(kv, tier), **common,
+                            kernel_backend="sdpa" if quantised else "triton")  # fmt: skip
     dtype = "float32" if settings.dtype == "auto" else settings.dtype
-    return EngineConfig(settings.cache, num_gpu_blocks=kv.num_gpu_blocks, dtype=dtype, **common)
+    tier = {"num_gpu_blocks": kv.num_gpu_blocks}
+    return EngineConfig(settings.cache, dtype=dtype, **_sized(kv, tier), **common)
+
+
+def _sized(kv: KVSizing, default: dict[str, Any]) -> dict[str, Any]:
+    """The GPU tier's size: ``--kv-memory`` bytes when given, else ``default``."""
+    return {"kv_memory_bytes": kv.kv_memory_bytes} if kv.kv_memory_bytes is not None else default
 
 
 def actor_specs(settings: ClusterSettings, count: int, gpu: bool) -> list[ActorSpec]:

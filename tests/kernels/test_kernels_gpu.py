@@ -1,5 +1,6 @@
 """GPU checks: compiled Triton kernels against the reference on serving-sized shapes (Llama-3-8B-like
-heads), and block copies between CUDA and CPU pools. Skipped without CUDA."""
+heads), block copies between CUDA and CPU pools, and quantised (int8 / fp8) pools on CUDA through the SDPA
+and Triton kernels and the CPU tier. Skipped without CUDA."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from types import ModuleType
 import pytest
 import torch
 
-from kvgate.kernels import ReferenceKernels
-from kvgate.kernels.testing import random_paged_batch
+from kvgate.kernels import ReferenceKernels, SdpaKernels
+from kvgate.kernels.testing import context_slots, random_paged_batch
 
 pytestmark = [
     pytest.mark.gpu,
@@ -109,3 +110,43 @@ def test_compiled_kernels_reject_cpu_tensors(triton_backend: ModuleType) -> None
         triton_backend.TritonKernels().decode_attention(
             batch.q, batch.k_cache, batch.v_cache, batch.block_tables, batch.context_lens, 1.0
         )
+
+
+@pytest.mark.parametrize("backend", ["sdpa", "triton"])
+@pytest.mark.parametrize("dtype", [torch.int8, torch.float8_e4m3fn], ids=str)
+@pytest.mark.parametrize("pinned", [True, False], ids=["pinned", "pageable"])
+def test_quantised_pools_on_cuda_attend_and_round_trip_through_the_cpu_tier(
+    triton_backend: ModuleType, backend: str, dtype: torch.dtype, pinned: bool
+) -> None:
+    """int8 / fp8 pools on CUDA (SDPA and compiled Triton kernels): the decode equals the CPU reference's
+    over the same bytes and scales, and an offload to the CPU tier and back is exact."""
+    kernels = triton_backend.TritonKernels() if backend == "triton" else SdpaKernels()
+    batch = random_paged_batch([300, 17, 64], [1, 1, 1], num_heads=32, num_kv_heads=8, head_dim=128,
+                               device="cuda", seed=2)  # fmt: skip
+    shape = batch.k_cache.shape
+    pools = [torch.zeros(shape, dtype=dtype, device="cuda") for _ in "kv"]
+    scales = [torch.zeros(shape[0], shape[2], device="cuda") for _ in "kv"]
+    slots = context_slots(batch.block_tables, batch.context_lens, shape[1])
+    k, v = batch.k_cache.flatten(0, 1)[slots], batch.v_cache.flatten(0, 1)[slots]
+    kernels.write_kv(k, v, *pools, slots, k_scale=scales[0], v_scale=scales[1])
+    tables, lens = batch.block_tables, batch.context_lens
+    out = kernels.decode_attention(batch.q, *pools, tables, lens, 0.1, k_scale=scales[0], v_scale=scales[1])
+    cpu = [t.cpu() for t in (*pools, *scales)]
+    expected = REF.decode_attention(batch.q.cpu(), cpu[0], cpu[1], tables.cpu(), lens.cpu(), 0.1,
+                                    k_scale=cpu[2], v_scale=cpu[3])  # fmt: skip
+    torch.testing.assert_close(out.cpu(), expected, atol=1e-4, rtol=0)
+    tier = [torch.zeros(shape, dtype=dtype, pin_memory=pinned) for _ in "kv"]
+    tier_scales = [torch.zeros(shape[0], shape[2], pin_memory=pinned) for _ in "kv"]
+    ids = torch.arange(shape[0])
+    kernels.copy_blocks(
+        *pools, *tier, ids, ids.flip(0), src_scales=tuple(scales), dst_scales=tuple(tier_scales)
+    )
+    saved = [t.clone() for t in (*pools, *scales)]
+    for t in (*pools, *scales):
+        t.zero_()
+    kernels.copy_blocks(
+        *tier, *pools, ids.flip(0), ids, src_scales=tuple(tier_scales), dst_scales=tuple(scales)
+    )
+    for now, before in zip((*pools, *scales), saved, strict=True):
+        assert torch.equal(now.view(torch.uint8) if now.element_size() == 1 else now,
+                           before.view(torch.uint8) if before.element_size() == 1 else before)  # fmt: skip

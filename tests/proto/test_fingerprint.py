@@ -6,6 +6,7 @@ import dataclasses
 
 import pytest
 
+from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.layout import CacheLayout
 
 BASE = CacheLayout(
@@ -21,10 +22,31 @@ def test_equal_configs_have_equal_fingerprints() -> None:
 
 @pytest.mark.parametrize(
     "change",
-    [{"model_id": "other"}, {"secret": b""}, {"chunk_size": 256}, {"block_size": 32}],
+    [{"model_id": "other"}, {"secret": b""}, {"chunk_size": 256}, {"block_size": 32}, {"kv_dtype": "int8"}],
 )
 def test_every_field_changes_the_fingerprint(change: dict) -> None:
     assert dataclasses.replace(BASE, **change).fingerprint() != BASE.fingerprint()
+
+
+@pytest.mark.parametrize(
+    ("one", "other"), [("auto", "int8"), ("int8", "fp8"), ("bf16", "fp32"), ("fp8", "bf16")]
+)
+def test_layouts_differing_only_in_kv_dtype_never_share_cache_entries(one: str, other: str) -> None:
+    """Different fingerprints (the gateway refuses the other) and different roots, so different chunk
+    hashes: the index never confuses one KV type's blocks with another's."""
+    a, b = (dataclasses.replace(BASE, kv_dtype=name) for name in (one, other))
+    assert a.fingerprint() != b.fingerprint()
+    assert a.root(cache_salt="t").digest() != b.root(cache_salt="t").digest()
+    tokens = list(range(256))
+    assert chunk_hashes(tokens, a.root().digest(), 128) != chunk_hashes(tokens, b.root().digest(), 128)
+
+
+def test_auto_keeps_the_fingerprint_and_roots_of_before_kv_dtypes() -> None:
+    """Golden values from before the field existed: deployments that name no KV dtype are unchanged."""
+    assert BASE.kv_dtype == "auto"
+    layout = CacheLayout("m")
+    assert layout.fingerprint() == "f246b9ebcce9238a6b4c2bb045ae5d60"
+    assert layout.root().digest().hex() == "01b1657072f3b4cc1b36bd7baefcb93f"
 
 
 def test_the_fingerprint_reveals_nothing_of_the_secret_but_its_presence() -> None:
@@ -45,6 +67,7 @@ def test_root_carries_the_request_fields() -> None:
         ({"model_id": ""}, "model_id"),
         ({"model_id": "m", "chunk_size": 100, "block_size": 16}, "multiple"),
         ({"model_id": "m", "block_size": 0}, "positive"),
+        ({"model_id": "m", "kv_dtype": "int4"}, "unknown KV dtype 'int4'; known: auto, fp32"),
     ],
 )
 def test_invalid_configs_are_refused(kwargs: dict, message: str) -> None:

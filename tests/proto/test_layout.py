@@ -55,8 +55,9 @@ def test_kv_geometry_counts_k_and_v_of_every_layer() -> None:
     with_kv = LAYOUT.with_kv(kv)
     assert with_kv.kv == kv
     assert with_kv.fingerprint() == LAYOUT.fingerprint()  # geometry does not change hashes
-    with pytest.raises(ValueError, match="KV dtype"):
-        KVGeometry(1, 1, 1, "int8")  # not a KV dtype the engine runs (yet)
+    assert KVGeometry(1, 1, 1, "int8").element_bytes == 1  # a quantised storage type (its scales apart)
+    with pytest.raises(ValueError, match="KV storage dtype"):
+        KVGeometry(1, 1, 1, "float64")  # not a KV dtype the engine runs
     with pytest.raises(ValueError, match="positive"):
         KVGeometry(0, 1, 1)
 

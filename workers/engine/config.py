@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kvgate.kernels import kernel_names
+from kvgate.proto.kv_dtype import KVDtype, resolve_kv_dtype
 from kvgate.proto.layout import DEFAULT_TTL_S, CacheLayout
 from kvgate.workers.kv import KVCacheConfig
 
@@ -40,13 +41,16 @@ class SchedulingLimits:
 class EngineConfig:
     """One engine's settings.
 
-    - ``cache``: the deployment's cache layout (model id, hash secret, chunk and block size). The engine
-      hashes blocks and published chunks from it, so a worker advertises ``cache.fingerprint()``.
-    - GPU tier (on ``device``): ``num_gpu_blocks`` blocks, or, when that is None, as many as fit in
-      ``gpu_memory_fraction`` of the device memory free once the model is loaded (for the ``cpu``
-      device: of the host memory available). Exactly one of the two is set.
-    - ``num_cpu_blocks``: the CPU tier's capacity in blocks (pinned memory when ``device`` is CUDA);
-      0 = no CPU tier (blocks evicted from the GPU are dropped).
+    - ``cache``: the deployment's cache layout (model id, hash secret, chunk and block size, KV dtype).
+      The engine hashes blocks and published chunks from it, so a worker advertises
+      ``cache.fingerprint()``; its ``kv_dtype`` is how the pools store K and V (:attr:`kv_dtype`:
+      ``auto`` = ``dtype``; ``int8`` / ``fp8`` quantise, see ``kvgate.kernels.quant``).
+    - GPU tier (on ``device``): ``num_gpu_blocks`` blocks, or as many as fit in ``kv_memory_bytes``
+      bytes (scales included), or in ``gpu_memory_fraction`` of the device memory free once the model
+      is loaded (for the ``cpu`` device: of the host memory available). Exactly one of the three is set.
+    - CPU tier (pinned memory when ``device`` is CUDA): ``num_cpu_blocks`` blocks, or as many as fit in
+      ``cpu_kv_memory_bytes`` bytes (at most one of the two is set); 0 = no CPU tier (blocks evicted
+      from the GPU are dropped).
     - ``limits``: continuous-batching limits (see :class:`SchedulingLimits`).
     - ``max_model_len``: most tokens (prompt + output) of one sequence; None = the model's context
       length, capped by the GPU tier's capacity (so one sequence always fits alone).
@@ -62,6 +66,8 @@ class EngineConfig:
     num_gpu_blocks: int | None = None
     gpu_memory_fraction: float | None = None
     num_cpu_blocks: int = 0
+    kv_memory_bytes: int | None = None
+    cpu_kv_memory_bytes: int | None = None
     limits: SchedulingLimits = field(default_factory=SchedulingLimits)
     max_model_len: int | None = None
     ttl_s: float = DEFAULT_TTL_S
@@ -72,8 +78,7 @@ class EngineConfig:
 
     def __post_init__(self) -> None:
         self._check_gpu_tier()
-        if self.num_cpu_blocks < 0:
-            raise ValueError(f"num_cpu_blocks must be >= 0, got {self.num_cpu_blocks}")
+        self._check_cpu_tier()
         if self.max_model_len is not None and self.max_model_len < 2:
             raise ValueError(
                 f"max_model_len must be >= 2 (a prompt and a new token), got {self.max_model_len}"
@@ -88,14 +93,34 @@ class EngineConfig:
             torch.device(self.device)
         except RuntimeError as exc:
             raise ValueError(f"invalid device {self.device!r}: {exc}") from None
+        kv = self.kv_dtype
+        if not kv.scaled and kv.storage != self.dtype:
+            raise ValueError(
+                f"KV dtype {kv.name} with dtype {self.dtype}: a float KV dtype must be the compute dtype "
+                "(use auto); only int8 and fp8 store K and V in another type"
+            )
 
     def _check_gpu_tier(self) -> None:
-        if (self.num_gpu_blocks is None) == (self.gpu_memory_fraction is None):
-            raise ValueError("set exactly one of num_gpu_blocks and gpu_memory_fraction")
+        sizes = (self.num_gpu_blocks, self.kv_memory_bytes, self.gpu_memory_fraction)
+        if sum(size is not None for size in sizes) != 1:
+            raise ValueError("set exactly one of num_gpu_blocks, kv_memory_bytes and gpu_memory_fraction")
+        if self.kv_memory_bytes is not None and self.kv_memory_bytes < 1:
+            raise ValueError(f"kv_memory_bytes must be >= 1, got {self.kv_memory_bytes}")
         if self.num_gpu_blocks is not None and self.num_gpu_blocks < 1:
             raise ValueError(f"num_gpu_blocks must be >= 1, got {self.num_gpu_blocks}")
         if self.gpu_memory_fraction is not None and not 0 < self.gpu_memory_fraction <= 1:
             raise ValueError(f"gpu_memory_fraction must lie in (0, 1], got {self.gpu_memory_fraction}")
+
+    def _check_cpu_tier(self) -> None:
+        if self.num_cpu_blocks < 0:
+            raise ValueError(f"num_cpu_blocks must be >= 0, got {self.num_cpu_blocks}")
+        if self.cpu_kv_memory_bytes is not None and (self.cpu_kv_memory_bytes < 0 or self.num_cpu_blocks):
+            raise ValueError("cpu_kv_memory_bytes must be >= 0, and not set together with num_cpu_blocks")
+
+    @property
+    def kv_dtype(self) -> KVDtype:
+        """How the pools store K and V: the cache layout's KV dtype, ``dtype`` for ``auto``."""
+        return resolve_kv_dtype(self.cache.kv_dtype, self.dtype)
 
     @property
     def block_size(self) -> int:
@@ -113,8 +138,10 @@ class EngineConfig:
     def torch_device(self) -> torch.device:
         return torch.device(self.device)
 
-    def kv_config(self, num_gpu_blocks: int) -> KVCacheConfig:
-        """The block manager's settings once the GPU tier's size is known."""
+    def kv_config(self, num_gpu_blocks: int, num_cpu_blocks: int | None = None) -> KVCacheConfig:
+        """The block manager's settings once the tiers' sizes are known (``num_cpu_blocks`` None:
+        the configured ``num_cpu_blocks``)."""
+        cpu = self.num_cpu_blocks if num_cpu_blocks is None else num_cpu_blocks
         return KVCacheConfig(
-            num_gpu_blocks, self.num_cpu_blocks, self.block_size, self.chunk_size, self.ttl_s, self.cpu_ttl_s
+            num_gpu_blocks, cpu, self.block_size, self.chunk_size, self.ttl_s, self.cpu_ttl_s
         )

@@ -40,7 +40,7 @@ from kvgate.workers.engine.config import EngineConfig
 from kvgate.workers.engine.grammar import Grammar, GrammarCompiler
 from kvgate.workers.engine.inbox import Inbox
 from kvgate.workers.engine.intake import SequenceFactory
-from kvgate.workers.engine.kv_pools import allocate_cpu_tier, blocks_for_fraction
+from kvgate.workers.engine.kv_pools import KVCapacity, allocate_cpu_tier, tier_sizes
 from kvgate.workers.engine.logits import process
 from kvgate.workers.engine.logprobs import token_logprobs
 from kvgate.workers.engine.outputs import StepOutput
@@ -62,8 +62,9 @@ MAX_QUEUED_EVENT_BATCHES = 1024  # older ones are dropped; the consumer sees the
 class LLMEngine:
     """Owns the model runner (model, kernels, both KV tiers), the block manager, the scheduler, the
     sampler's state and the event queue. Built once per worker incarnation by the composition root
-    (see :func:`kvgate.workers.engine.load_engine`). ``kv``, ``scheduler`` and ``runner`` are public
-    for metrics and tests: read them, never mutate them."""
+    (see :func:`kvgate.workers.engine.load_engine`). ``kv``, ``scheduler``, ``runner`` and ``capacity``
+    (the tiers' blocks and tokens in the KV dtype) are public for metrics and tests: read them, never
+    mutate them."""
 
     def __init__(
         self,
@@ -84,14 +85,14 @@ class LLMEngine:
         _check_model(config, model)
         self.config, self.publisher = config, publisher
         self._clock = clock or SystemClock()
-        self.layout = config.cache.with_kv(model.config.kv_geometry(config.dtype))
+        self.layout = config.cache.with_kv(model.config.kv_geometry(config.kv_dtype.storage))
         device, bs, kv = config.torch_device, config.block_size, self.layout.kv
-        fraction = config.gpu_memory_fraction or 1.0
-        num_gpu = config.num_gpu_blocks or blocks_for_fraction(kv, bs, device, fraction)
+        self.capacity: KVCapacity = tier_sizes(config, kv)
+        num_gpu, num_cpu = self.capacity.gpu_blocks, self.capacity.cpu_blocks
         self.max_model_len = _max_model_len(config, model.config, num_gpu)
-        self.kv = KVCacheManager(config.kv_config(num_gpu), self._clock, publisher)
+        self.kv = KVCacheManager(config.kv_config(num_gpu, num_cpu), self._clock, publisher)
         gpu = allocate_kv_caches(kv, num_gpu, bs, device=device)
-        cpu = allocate_cpu_tier(kv, config.num_cpu_blocks, bs, pinned=device.type == "cuda")
+        cpu = allocate_cpu_tier(kv, num_cpu, bs, pinned=device.type == "cuda")
         self.adapters = adapters if adapters is not None else AdapterSet()
         self.library = AdapterLibrary(self.adapters, lora_dir, self._adapter_loader(model))
         self.runner = ModelRunner(model, kernels, gpu, cpu, bs, self.adapters)

@@ -33,7 +33,8 @@ class ModelRunner:
         self.device = model.embed.weight.device
 
     def copy(self, plan: CopyPlan) -> None:
-        """Runs ``plan``: every offload (GPU -> CPU), then every swap-in (CPU -> GPU), all layers.
+        """Runs ``plan``: every offload (GPU -> CPU), then every swap-in (CPU -> GPU), all layers (the
+        scales of quantised blocks move with them).
 
         The order is the plan's contract: an offload reads a GPU block that a swap-in may overwrite,
         and a swap-in may read a CPU block that an offload of the same step fills."""
@@ -46,7 +47,9 @@ class ModelRunner:
         src_ids = torch.tensor([s for s, _ in pairs], dtype=torch.int64)  # [n]
         dst_ids = torch.tensor([d for _, d in pairs], dtype=torch.int64)  # [n]
         for s, d in zip(src, dst, strict=True):
-            self.kernels.copy_blocks(s.k, s.v, d.k, d.v, src_ids, dst_ids)
+            self.kernels.copy_blocks(
+                s.k, s.v, d.k, d.v, src_ids, dst_ids, src_scales=s.scales, dst_scales=d.scales
+            )
 
     def forward(self, work: Sequence[ScheduledSequence], input_ids: Sequence[int]) -> torch.Tensor:
         """Computes every scheduled token (``input_ids``: each sequence's new tokens, in batch order)

@@ -58,7 +58,8 @@ class Attention(nn.Module):
         k = self.k_norm(k.view(tokens, self.num_kv_heads, self.head_dim))  # [T, KV, D]
         q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         v = v.reshape(tokens, self.num_kv_heads, self.head_dim)  # [T, KV, D]
-        self.kernels.write_kv(k, v, cache.k, cache.v, attn.slot_mapping)
+        scales = {"k_scale": cache.k_scale, "v_scale": cache.v_scale}  # None for float pools
+        self.kernels.write_kv(k, v, cache.k, cache.v, attn.slot_mapping, **scales)
         out = self._attend(q, attn, cache).reshape(tokens, self.sizes[0])  # [T, H * D]
         projected = self.o(out)
         if lora is not None:
@@ -66,7 +67,12 @@ class Attention(nn.Module):
         return projected
 
     def _attend(self, q: torch.Tensor, attn: AttentionMetadata, cache: KVCache) -> torch.Tensor:
-        options = {"window": self.window, "softcap": self.softcap}
+        options = {
+            "window": self.window,
+            "softcap": self.softcap,
+            "k_scale": cache.k_scale,
+            "v_scale": cache.v_scale,
+        }
         if attn.cu_seqlens_q is None:
             return self.kernels.decode_attention(
                 q, cache.k, cache.v, attn.block_tables, attn.context_lens, self.scale, **options

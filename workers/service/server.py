@@ -118,7 +118,10 @@ class WorkerServer:
         if self._index is not None:
             self.publisher = IndexPublisher(self._index, info, load, hub, heartbeat_s=config.heartbeat_s)
             self.publisher.start()
-        log.info("worker %s (epoch %d) serving on %s", info.worker_id, info.epoch, info.address)
+        log.info(
+            "worker %s (epoch %d) serving on %s; %s",
+            info.worker_id, info.epoch, info.address, self.engine.capacity.describe(),
+        )  # fmt: skip
         return info.address
 
     def _bind(self, server: grpc.aio.Server, config: WorkerConfig, metrics_address: str) -> WorkerInfo:

@@ -16,7 +16,7 @@ from tests.workers.engine.helpers import TINY_CACHE, WORKER, engine_for
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({}, "exactly one of num_gpu_blocks and gpu_memory_fraction"),
+        ({}, "exactly one of num_gpu_blocks, kv_memory_bytes and gpu_memory_fraction"),
         ({"num_gpu_blocks": 8, "gpu_memory_fraction": 0.5}, "exactly one"),
         ({"num_gpu_blocks": 0}, "num_gpu_blocks must be >= 1"),
         ({"gpu_memory_fraction": 1.5}, "gpu_memory_fraction must lie in"),
