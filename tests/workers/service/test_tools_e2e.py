@@ -120,7 +120,11 @@ async def test_a_named_tool_choice_calls_that_tool_once(stack: Stack) -> None:
 
 async def test_auto_lets_the_model_answer_in_words(stack: Stack) -> None:
     reply = await stack.client.chat.completions.create(
-        model=MODEL, messages=ASK, tools=TOOLS, temperature=0, max_tokens=12  # tool_choice: auto
+        model=MODEL,
+        messages=ASK,
+        tools=TOOLS,
+        temperature=0,
+        max_tokens=12,  # tool_choice: auto
     )
     assert reply.choices[0].message.content  # SmolLM2-135M answers this one in words
     assert reply.choices[0].message.tool_calls is None
@@ -189,7 +193,6 @@ async def test_an_agents_repeated_tool_block_is_cached(stack: Stack) -> None:
     assert second.usage.prompt_tokens_details.cached_tokens >= 128
 
 
-
 ANTHROPIC_TOOLS = [{"name": name, "input_schema": schema} for name, schema in PARAMETERS.items()]
 ONE_CALL = {"type": "any", "disable_parallel_tool_use": True}
 
@@ -220,8 +223,14 @@ async def test_anthropic_tool_use_streamed_and_not_then_a_tool_result(stack: Sta
         assert [e["delta"]["stop_reason"] for e in streamed if e["type"] == "message_delta"] == ["tool_use"]
         result = [{"type": "tool_result", "tool_use_id": use["id"], "content": "4 C, clear"}]
         history = [*ASK, {"role": "assistant", "content": [use]}, {"role": "user", "content": result}]
-        then = body | {"messages": history, "max_tokens": 8, "tool_choice": {"type": "none"}}
+        # greedy: a sampled answer may end (end_turn) before its first text token
+        then = body | {
+            "messages": history,
+            "max_tokens": 8,
+            "tool_choice": {"type": "none"},
+            "temperature": 0,
+        }
         answer = (await http.post("/v1/messages", json=then)).json()
-    assert answer["stop_reason"] == "max_tokens"
+    assert answer["stop_reason"] in ("max_tokens", "end_turn")
     assert [b["type"] for b in answer["content"]] == ["text"]
     assert answer["content"][0]["text"]
