@@ -8,8 +8,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvgate.gateway.core.call_stream import split_streamed
 from kvgate.gateway.core.textgen import TextDone, TokenText
-from kvgate.gateway.core.tool_calls import split_calls
 from kvgate.gateway.core.tools import ToolCall
 from kvgate.proto.sampling import Usage
 
@@ -69,7 +69,7 @@ def _chat_choice(c: Choice, done: TextDone, logprobs: bool, tools: Collection[st
     finish = c.finish_reason or done.finish_reason.value
     message: dict[str, Any] = {"role": "assistant", "content": c.text}
     if tools is not None:
-        content, calls = split_calls(c.text, tools)
+        content, calls = split_streamed(c.text, tools)  # as the stream reads it
         message = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = [call_json(call) for call in calls]
