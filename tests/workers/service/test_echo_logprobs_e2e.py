@@ -97,3 +97,22 @@ async def test_every_choice_of_a_batch_echoes_its_own_scored_prompt(stack: Stack
         assert choice.logprobs.token_logprobs[0] is None
         assert len(choice.logprobs.tokens) == len(ids) + 2
     assert_prompt_scored(stack, reply.choices[1].logprobs, top=0)
+
+
+async def test_a_scored_prompt_reuses_no_cache_is_predicted_so_and_leaves_its_blocks_cached(
+    stack: Stack,
+) -> None:
+    long_prompt = "The cache holds blocks of keys and values. " * 6  # over one 128-token chunk
+    plain = {"model": MODEL, "prompt": long_prompt, "max_tokens": 1, "temperature": 0}
+    await stack.client.completions.create(**plain)
+    warm = await stack.client.completions.create(**plain)
+    assert warm.usage.prompt_tokens_details.cached_tokens >= 128  # the prefix is cached now
+    scored = await stack.client.completions.create(**plain, echo=True, logprobs=1)
+    assert scored.usage.prompt_tokens_details.cached_tokens == 0  # computed in full, for its logits
+    assert scored.model_extra["kvgate"]["predicted_cached_tokens"] == 0  # and routed knowing it
+    ids = stack.tokenizer.encode(long_prompt, add_special_tokens=False).tolist()
+    rows = log_softmax_after(stack, ids)
+    values = scored.choices[0].logprobs.token_logprobs[1 : len(ids)]
+    assert values == pytest.approx([rows[p][ids[p + 1]].item() for p in range(len(ids) - 1)], abs=1e-4)
+    again = await stack.client.completions.create(**plain)
+    assert again.usage.prompt_tokens_details.cached_tokens >= 128
