@@ -38,7 +38,9 @@ class RedisResponseStore:
     async def put(self, tenant: str, stored: StoredResponse) -> None:
         if stored.nbytes > self._settings.max_bytes:
             return
-        value = json.dumps({"response": stored.response, "turns": list(stored.turns)}, ensure_ascii=False)
+        turns, items = list(stored.turns), list(stored.input_items)
+        record = {"response": stored.response, "turns": turns, "input_items": items}
+        value = json.dumps(record, ensure_ascii=False)
         ttl_ms, now = int(self._settings.ttl_s * 1000), self._clock()
         order = self._key(tenant, "order")
         async with self._client.pipeline(transaction=True) as pipe:
@@ -56,7 +58,8 @@ class RedisResponseStore:
         if found is None:
             return None
         value: dict[str, Any] = json.loads(found)
-        return StoredResponse(value["response"], tuple(value["turns"]))
+        items = tuple(value.get("input_items", ()))  # absent in a record of an older gateway
+        return StoredResponse(value["response"], tuple(value["turns"]), items)
 
     async def delete(self, tenant: str, response_id: str) -> bool:
         return await self._call(self._forget(tenant, [response_id])) > 0

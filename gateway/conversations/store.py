@@ -38,10 +38,13 @@ class ResponseStoreSettings:
 
 @dataclass(frozen=True, slots=True)
 class StoredResponse:
-    """One stored response: ``response`` as the API returns it, ``turns`` its whole conversation."""
+    """One stored response: ``response`` as the API returns it, ``turns`` its whole conversation,
+    ``input_items`` the items of its own input as ``GET /v1/responses/{id}/input_items`` lists them
+    (oldest first, each with its ``id``)."""
 
     response: dict[str, Any]
     turns: Turns
+    input_items: tuple[dict[str, Any], ...] = ()
 
     @property
     def response_id(self) -> str:
@@ -50,7 +53,8 @@ class StoredResponse:
     @property
     def nbytes(self) -> int:
         """Its size as the store counts it: its JSON text (the turns' text counted once more)."""
-        return len(json.dumps(self.response)) + sum(len(t["content"]) + 32 for t in self.turns)
+        items = len(json.dumps(self.input_items)) if self.input_items else 0
+        return len(json.dumps(self.response)) + sum(len(t["content"]) + 32 for t in self.turns) + items
 
 
 class ResponseStore(Protocol):

@@ -18,6 +18,8 @@ from kvgate.gateway.tenancy import Caller, RateLimiter
 from kvgate.gateway.tenancy.rate_limit import RequestTooLargeError
 from kvgate.gateway.upstream.job import Job
 from kvgate.proto.chain import chain_hashes
+from kvgate.proto.ids import ChunkHash
+from kvgate.proto.layout import CacheLayout
 from kvgate.proto.sampling import CacheHint, SamplingParams
 
 
@@ -90,7 +92,10 @@ class JobBuilder:
         """The job: the prompt's chunk hashes under the scope's roots, a fresh request id, the sooner
         of the gateway's and the client's deadlines, and a request key that is a digest of the scope and
         the tokens: routing breaks ties by it, so equal requests break them alike (a dry run predicts
-        the generation that follows it; repeats of a prompt land together) and different ones spread."""
+        the generation that follows it; repeats of a prompt land together) and different ones spread.
+        A request that asks for its prompt's log-probabilities has no hashes: it reuses no cached block
+        (its prompt is computed in full for its logits), so it is routed by load and predicted to
+        reuse nothing."""
         cache = self._settings.cache
         deadline_s = time.monotonic() + self._settings.limits.request_timeout_s
         if request.deadline_s is not None:
@@ -98,7 +103,7 @@ class JobBuilder:
         return Job(
             request_id=request.request_id or uuid.uuid4().hex,
             token_ids=ids,
-            hashes=chain_hashes(ids, scope.roots(cache), cache.chunk_size),
+            hashes=_hashes(ids, sampling, scope, cache),
             sampling=sampling,
             request_key=_request_key(scope, ids),
             cache_salt=scope.private_salt,
@@ -123,3 +128,11 @@ def _request_key(scope: CacheScope, ids: np.ndarray) -> int:
     """A 64-bit digest of the request's scope and tokens."""
     head = f"{scope.private_salt}\x00{scope.shared_salt}\x00{scope.shared_tokens}\x00{scope.adapter_id}\x00"
     return xxhash.xxh3_64_intdigest(head.encode() + np.asarray(ids, dtype="<u4").tobytes())
+
+
+def _hashes(
+    ids: np.ndarray, sampling: SamplingParams, scope: CacheScope, cache: CacheLayout
+) -> list[ChunkHash]:
+    if sampling.prompt_logprobs is not None:  # it reuses nothing: nothing to look up
+        return []
+    return chain_hashes(ids, scope.roots(cache), cache.chunk_size)

@@ -11,28 +11,33 @@ from kvgate.common.tokenizer import IncrementalDetokenizer, Tokenizer
 from kvgate.gateway.routing.types import Routed
 from kvgate.gateway.text.stops import StopTrimmer
 from kvgate.gateway.upstream.dispatch import Dispatcher
+from kvgate.gateway.upstream.errors import UpstreamError
 from kvgate.gateway.upstream.job import ChoiceDone, Done, Job, Tokens
 from kvgate.proto.sampling import FinishReason, TokenLogprob, Usage
 
 
 @dataclass(frozen=True, slots=True)
 class TokenText:
-    """A token's log-probability with its text, and the most likely tokens' (text, log-probability)."""
+    """A token's log-probability with its text, and the most likely tokens' (text, log-probability).
+    ``logprob`` None: the prompt's first token, which nothing predicts."""
 
     token: str
-    logprob: float
+    logprob: float | None
     top: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class TextDelta:
     """New text of choice ``index`` (never a split character, never part of a stop string), the tokens
-    it came from, and their log-probabilities when asked for (one per token, else empty)."""
+    it came from, and their log-probabilities when asked for (one per token, else empty).
+    ``prompt_logprobs``: with ``SamplingParams.prompt_logprobs``, on choice 0's first delta, every
+    prompt token (the first with ``logprob`` None); else empty."""
 
     text: str
     token_ids: tuple[int, ...]
     index: int = 0
     logprobs: tuple[TokenText, ...] = ()
+    prompt_logprobs: tuple[TokenText, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,13 +70,16 @@ class TextGenerator:
         UpstreamError subclasses propagate. Closing the iterator early cancels the request on its
         worker. Each choice is detokenized and trimmed at its stop strings on its own."""
         choices = [_Choice(self._tokenizer, job) for _ in range(job.sampling.n)]
+        scoring = job.sampling.prompt_logprobs is not None  # until choice 0's first delta
         async with contextlib.aclosing(self._dispatcher.stream(job)) as items:
             async for item in items:
                 if isinstance(item, Tokens):
                     text = choices[item.index].feed(item.token_ids)
+                    prompt = self._prompt(job, item) if scoring and item.index == 0 else ()
+                    scoring = scoring and item.index != 0
                     if text or item.token_ids:
                         texts = self._texts(item.token_ids, item.logprobs)
-                        yield TextDelta(text, item.token_ids, item.index, texts)
+                        yield TextDelta(text, item.token_ids, item.index, texts, prompt)
                 elif isinstance(item, ChoiceDone):
                     yield TextDelta(choices[item.index].flush(), (), item.index)  # what was held back
                     reason = choices[item.index].reason(item.finish_reason, item.matched_stop)
@@ -92,6 +100,17 @@ class TextGenerator:
             TokenText(decode(token), lp.logprob, tuple((decode(t), v) for t, v in lp.top))
             for token, lp in zip(token_ids, logprobs, strict=False)
         )
+
+    def _prompt(self, job: Job, item: Tokens) -> tuple[TokenText, ...]:
+        """Every prompt token with its text and log-probability (the first has none); UpstreamError
+        when the worker scored another number of tokens."""
+        ids = job.token_ids.tolist()
+        if len(item.prompt_logprobs) != len(ids) - 1:
+            raise UpstreamError(
+                f"a worker scored {len(item.prompt_logprobs)} prompt tokens, not {len(ids) - 1}"
+            )
+        first = TokenText(self._token_text(ids[0]), None)
+        return (first, *self._texts(tuple(ids[1:]), item.prompt_logprobs))
 
     def _token_text(self, token_id: int) -> str:
         return self._tokenizer.decode([token_id], skip_special_tokens=False)

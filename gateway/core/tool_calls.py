@@ -2,7 +2,8 @@
 function, as they stream in.
 
 A :class:`CallScanner` takes the text in pieces (a whole answer is one piece) and gives back, in order,
-the text that is plain content and every complete call. A block that is not a call (not JSON, no
+the text that is plain content and every complete call, its ``arguments`` the JSON text of the
+arguments object as the model wrote it (``{}`` when it wrote none). A block that is not a call (not JSON, no
 ``name``, an undeclared function, arguments that are not an object) stays content, as written; so does
 a block cut off by the end. Text that might be the start of a tag is held back until it is known not
 to be one; blanks around calls are dropped.
@@ -14,6 +15,7 @@ import json
 import uuid
 from collections.abc import Collection
 
+from kvgate.gateway.core.call_json import raw_arguments
 from kvgate.gateway.core.tools import CALL_CLOSE, CALL_OPEN, ToolCall
 
 Piece = str | ToolCall
@@ -64,29 +66,41 @@ class CallScanner:
     def _safe_text(self) -> list[Piece]:
         """Content that cannot be part of an opening tag; the rest (a possible tag's start, trailing
         blanks) stays in the buffer."""
-        keep = _partial_tag(self._buffer)
+        keep = partial_tag(self._buffer)
         head = self._buffer[: len(self._buffer) - keep]
         stripped = head.rstrip()
         self._buffer = self._buffer[len(stripped) :]
         return [stripped] if stripped else []
 
     def _call(self, body: str) -> Piece:
-        try:
-            found = json.loads(body)
-        except json.JSONDecodeError:
-            found = None
-        name = found.get("name") if isinstance(found, dict) else None
-        arguments = found.get("arguments", {}) if isinstance(found, dict) else None
-        if name not in self._names or not isinstance(arguments, dict):
+        call = read_call(body, self._names)
+        if call is None:
             return f"{CALL_OPEN}{body}{CALL_CLOSE}"
         self.calls += 1
-        return ToolCall(new_call_id(), name, json.dumps(arguments, ensure_ascii=False))
+        return call
 
 
-def _partial_tag(text: str) -> int:
-    """Length of the longest end of ``text`` that begins ``<tool_call>`` (0: none)."""
-    for n in range(min(len(text), len(CALL_OPEN) - 1), 0, -1):
-        if CALL_OPEN.startswith(text[-n:]):
+def read_call(body: str, names: Collection[str]) -> ToolCall | None:
+    """The call that block ``body`` (the text between the tags) makes, with its arguments as written;
+    None when it is not a call: not JSON, no ``name`` among ``names``, arguments not an object."""
+    try:
+        found = json.loads(body)
+    except json.JSONDecodeError:
+        found = None
+    name = found.get("name") if isinstance(found, dict) else None
+    arguments = found.get("arguments", {}) if isinstance(found, dict) else None
+    if name not in names or not isinstance(arguments, dict):
+        return None
+    raw = raw_arguments(body)
+    return ToolCall(
+        new_call_id(), name, raw if raw is not None else json.dumps(arguments, ensure_ascii=False)
+    )
+
+
+def partial_tag(text: str, tag: str = CALL_OPEN) -> int:
+    """Length of the longest end of ``text`` that begins ``tag`` (0: none)."""
+    for n in range(min(len(text), len(tag) - 1), 0, -1):
+        if tag.startswith(text[-n:]):
             return n
     return 0
 

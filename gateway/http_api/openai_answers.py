@@ -14,11 +14,11 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from dataclasses import replace
 
-from kvgate.gateway.core.textgen import ChoiceEnded, TextDelta, TextDone
+from kvgate.gateway.core.textgen import ChoiceEnded, TextDelta, TextDone, TokenText
 from kvgate.gateway.http_api import openai_format as fmt
 from kvgate.gateway.http_api.openai_tool_stream import ToolDeltas
 from kvgate.gateway.upstream.errors import UpstreamError
-from kvgate.proto.sampling import Usage
+from kvgate.proto.sampling import FinishReason, Usage
 
 Event = TextDelta | ChoiceEnded | TextDone
 Events = AsyncIterator[Event]
@@ -49,18 +49,37 @@ async def collect_choices(streams: Sequence[Events], n: int) -> tuple[list[fmt.C
 
 
 async def _collect(events: Events) -> tuple[list[fmt.Choice], TextDone]:
+    """One generation's choices; its prompt's scores (choice 0's) go with every choice."""
     choices: dict[int, fmt.Choice] = {}
+    prompt: list[TokenText] = []
     async with contextlib.aclosing(events) as items:
         async for item in items:
             if isinstance(item, TextDone):
-                return [choices[i] for i in sorted(choices)], item
+                found = [choices[i] for i in sorted(choices)]
+                return [replace(c, prompt_logprobs=prompt) for c in found], item
             choice = choices.setdefault(item.index, fmt.Choice(item.index))
             if isinstance(item, ChoiceEnded):
                 choice.finish_reason = item.finish_reason.value
             else:
                 choice.parts.append(item.text)
                 choice.logprobs.extend(item.logprobs)
+                prompt += item.prompt_logprobs
     raise UpstreamError("the generation ended without a final event")
+
+
+async def prompt_only(events: Events) -> Events:
+    """``events`` with the generated text and its tokens left out, ending with ``length`` and no
+    completion token counted: ``max_tokens: 0`` with ``echo`` (one token is generated, as the engine
+    needs at least one, and dropped here)."""
+    length = FinishReason.LENGTH
+    async with contextlib.aclosing(events) as items:
+        async for item in items:
+            if isinstance(item, TextDelta):
+                yield replace(item, text="", token_ids=(), logprobs=())
+            elif isinstance(item, ChoiceEnded):
+                yield replace(item, finish_reason=length)
+            else:
+                yield replace(item, finish_reason=length, usage=replace(item.usage, completion_tokens=0))
 
 
 def _summed(dones: list[TextDone]) -> TextDone:
@@ -104,18 +123,33 @@ def chat_renderer(
     return render
 
 
-def completion_renderer(rid: str, model: str, usage: bool, logprobs: bool, echo: Sequence[str]) -> Renderer:
-    """OpenAI's completion chunks: each choice's echoed prompt first (with ``echo``), then its text
-    (with its log-probabilities when asked), its finish as it ends, and the usage last when asked."""
+def completion_renderer(
+    rid: str, model: str, usage: bool, logprobs: bool, echo: Sequence[str], n: int = 1
+) -> Renderer:
+    """OpenAI's completion chunks: each choice's echoed prompt first (with ``echo``; with its tokens'
+    log-probabilities when they were scored), then its text (with its log-probabilities when asked),
+    its finish as it ends, and the usage last when asked. ``n``: choices per prompt (the prompt's
+    scores come with its first choice's first delta, before any other choice of that prompt's)."""
     offsets = [len(e) for e in echo]
     echoed: set[int] = set()
+    scored: dict[int, tuple[TokenText, ...]] = {}  # prompt number -> its tokens' log-probabilities
+
+    def echo_chunk(item: TextDelta | ChoiceEnded) -> list[bytes]:
+        echoed.add(item.index)
+        if isinstance(item, TextDelta) and item.prompt_logprobs:
+            scored[item.index // n] = item.prompt_logprobs
+        prompt = scored.get(item.index // n, ())
+        lp = fmt.completion_logprobs(prompt) if prompt and logprobs else None
+        if prompt:
+            offsets[item.index] = sum(len(t.token) for t in prompt)
+        if not echo[item.index]:
+            return []
+        return [fmt.sse(fmt.completion_chunk(rid, model, echo[item.index], None, item.index, lp))]
 
     def render(item: Event) -> list[bytes]:
         out = []
         if not isinstance(item, TextDone) and item.index not in echoed:
-            echoed.add(item.index)
-            if echo[item.index]:
-                out.append(fmt.sse(fmt.completion_chunk(rid, model, echo[item.index], index=item.index)))
+            out += echo_chunk(item)
         if isinstance(item, TextDelta):
             if item.text or item.logprobs:
                 lp = fmt.completion_logprobs(item.logprobs, offsets[item.index]) if logprobs else None

@@ -8,8 +8,8 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvgate.gateway.core.call_stream import split_streamed
 from kvgate.gateway.core.textgen import TextDone, TokenText
-from kvgate.gateway.core.tool_calls import split_calls
 from kvgate.gateway.core.tools import ToolCall
 from kvgate.proto.sampling import Usage
 
@@ -35,12 +35,14 @@ def route_json(done: TextDone) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class Choice:
-    """One choice of an answer as it is collected: its text, log-probabilities and end."""
+    """One choice of an answer as it is collected: its text, log-probabilities and end, and its prompt's
+    tokens with their log-probabilities (completions' ``echo`` with ``logprobs``; else empty)."""
 
     index: int
     parts: list[str] = field(default_factory=list)
     logprobs: list[TokenText] = field(default_factory=list)
     finish_reason: str | None = None
+    prompt_logprobs: list[TokenText] = field(default_factory=list)
 
     @property
     def text(self) -> str:
@@ -67,7 +69,7 @@ def _chat_choice(c: Choice, done: TextDone, logprobs: bool, tools: Collection[st
     finish = c.finish_reason or done.finish_reason.value
     message: dict[str, Any] = {"role": "assistant", "content": c.text}
     if tools is not None:
-        content, calls = split_calls(c.text, tools)
+        content, calls = split_streamed(c.text, tools)  # as the stream reads it
         message = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = [call_json(call) for call in calls]
@@ -97,7 +99,7 @@ def completion_response(
                 "index": c.index,
                 "text": echo[c.index] + c.text,
                 "finish_reason": c.finish_reason or done.finish_reason.value,
-                "logprobs": completion_logprobs(c.logprobs, len(echo[c.index])) if logprobs else None,
+                "logprobs": _echoed_logprobs(c, echo[c.index]) if logprobs else None,
             }
             for c in choices
         ],
@@ -106,7 +108,15 @@ def completion_response(
     }
 
 
-def _entry(token: str, logprob: float) -> dict[str, Any]:
+def _echoed_logprobs(c: Choice, echo: str) -> dict[str, Any]:
+    """A choice's ``logprobs``: its prompt's tokens first when they were scored (``echo`` with
+    ``logprobs``: offsets from the prompt's start), then its own (offsets from the end of ``echo``)."""
+    if c.prompt_logprobs:
+        return completion_logprobs([*c.prompt_logprobs, *c.logprobs])
+    return completion_logprobs(c.logprobs, len(echo))
+
+
+def _entry(token: str, logprob: float | None) -> dict[str, Any]:
     return {"token": token, "logprob": logprob, "bytes": list(token.encode("utf-8"))}
 
 
@@ -117,7 +127,8 @@ def chat_logprobs(items: Sequence[TokenText]) -> dict[str, Any]:
 
 
 def completion_logprobs(items: Sequence[TokenText], offset: int = 0) -> dict[str, Any]:
-    """The completions API's ``logprobs``: parallel lists, ``text_offset`` in characters from ``offset``."""
+    """The completions API's ``logprobs``: parallel lists, ``text_offset`` in characters from ``offset``;
+    a prompt's first token has ``null`` for its log-probability and its most likely tokens."""
     offsets, at = [], offset
     for t in items:
         offsets.append(at)
@@ -125,7 +136,7 @@ def completion_logprobs(items: Sequence[TokenText], offset: int = 0) -> dict[str
     return {
         "tokens": [t.token for t in items],
         "token_logprobs": [t.logprob for t in items],
-        "top_logprobs": [_most_likely_first(t.top) for t in items],
+        "top_logprobs": [None if t.logprob is None else _most_likely_first(t.top) for t in items],
         "text_offset": offsets,
     }
 

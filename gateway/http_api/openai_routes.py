@@ -54,10 +54,11 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
         text = body.prompts()[number]
         prompt = TextInput(text) if isinstance(text, str) else TokenInput(text)
         logprobs = body.logprobs
+    scored = body.logprobs if isinstance(body, CompletionRequest) and body.echo else None
     return GenerateRequest(
         body.model,
         prompt,
-        _sampling(body) | {"logprobs": logprobs, "constraint": constraint},
+        _sampling(body) | {"logprobs": logprobs, "prompt_logprobs": scored, "constraint": constraint},
         tuple(body.stop_list()),
         cache_key=body.prompt_cache_key,
         client_salt=body.cache_salt or "",
@@ -72,7 +73,7 @@ def _sampling(body: ChatCompletionRequest | CompletionRequest) -> dict[str, Any]
         "top_k": body.top_k,
         "min_p": body.min_p,
         "seed": body.seed,
-        "max_tokens": body.limit,
+        "max_tokens": 1 if body.limit == 0 else body.limit,  # 0 (echo): one token, dropped (prompt_only)
         "stop_token_ids": tuple(body.stop_token_ids or ()) or None,
         "ignore_eos": body.ignore_eos or None,
         "presence_penalty": body.presence_penalty,
@@ -165,8 +166,13 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
             jobs.append(await core.prepare(again, caller))
         echo = [core.prompt_text(job) if body.echo else "" for job in jobs for _ in range(body.choices)]
         rid, logprobs = f"cmpl-{jobs[0].request_id}", body.logprobs is not None
-        render = answers.completion_renderer(rid, body.model, _usage_wanted(body), logprobs, echo)
+        render = answers.completion_renderer(
+            rid, body.model, _usage_wanted(body), logprobs, echo, body.choices
+        )
         to_json = functools.partial(fmt.completion_response, rid, body.model, logprobs=logprobs, echo=echo)
-        return await _answer([core.generate(job) for job in jobs], body, to_json, render, request)
+        streams = [core.generate(job) for job in jobs]
+        if body.max_tokens == 0:  # the prompt alone (with `echo`)
+            streams = [answers.prompt_only(events) for events in streams]
+        return await _answer(streams, body, to_json, render, request)
 
     return router

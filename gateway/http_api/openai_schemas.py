@@ -218,7 +218,7 @@ Prompt = Text | list[TokenId] | list[Text] | list[list[TokenId]]
 
 class CompletionRequest(_Sampling):
     prompt: Prompt = Field(min_length=1)
-    max_tokens: _MaxTokens | None = None
+    max_tokens: Annotated[int, Field(ge=0, le=U32_MAX)] | None = None  # 0: the prompt alone, with `echo`
     echo: bool | None = None
     logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
     suffix: Text | None = None

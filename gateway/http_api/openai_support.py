@@ -102,9 +102,8 @@ def check(body: ChatCompletionRequest | CompletionRequest) -> None:
             raise invalid(rule.message, rule.field)
     if isinstance(body, CompletionRequest) and body.best_of is not None and body.best_of != body.choices:
         raise invalid("`best_of` other than `n` is not supported by this server", "best_of")
-    if isinstance(body, CompletionRequest) and body.echo and body.logprobs is not None:
-        raise invalid("`echo` with `logprobs` (the prompt's log-probabilities) is not supported by this "
-                      "server yet", "echo")  # fmt: skip
+    if isinstance(body, CompletionRequest) and body.max_tokens == 0 and not body.echo:
+        raise invalid("`max_tokens: 0` needs `echo: true` (it returns the prompt alone)", "max_tokens")
     if isinstance(body, CompletionRequest) and len(body.prompts()) * body.choices > MAX_BATCH_CHOICES:
         raise invalid(f"a batch of prompts times `n` above {MAX_BATCH_CHOICES} choices is not supported by "
                       "this server", "prompt")  # fmt: skip

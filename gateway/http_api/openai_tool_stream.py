@@ -1,14 +1,16 @@
 """Tool calls in a chat stream, as OpenAI sends them: the content before a call streams as content
-deltas; each call comes whole, once its block is complete, as one ``tool_calls`` delta (its ``index``
-among the choice's calls, its id, name and arguments); a choice that called ends with
-``finish_reason: "tool_calls"``."""
+deltas; each call's first ``tool_calls`` delta carries its ``index`` among the choice's calls, its
+``id``, ``type`` and ``function.name`` with ``arguments: ""``, and the next ones (``index`` and
+``function.arguments`` only) the arguments' JSON text as the model writes it
+(:class:`~kvgate.gateway.core.call_stream.CallStreamer`); clients concatenate them. A choice that
+called ends with ``finish_reason: "tool_calls"``."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from typing import Any
 
-from kvgate.gateway.core.tool_calls import CallScanner, Piece
+from kvgate.gateway.core.call_stream import CallEnd, CallStart, CallStreamer, StreamPiece
 from kvgate.gateway.http_api import openai_format as fmt
 
 
@@ -17,12 +19,12 @@ class ToolDeltas:
 
     def __init__(self, rid: str, model: str, names: Collection[str]) -> None:
         self._rid, self._model, self._names = rid, model, names
-        self._scanners: dict[int, CallScanner] = {}
+        self._streamers: dict[int, CallStreamer] = {}
 
     def text(self, index: int, text: str, logprobs: dict[str, Any] | None) -> list[bytes]:
         """The chunks ``text`` completes for choice ``index`` (``logprobs`` go with the first, or
         with an empty content delta when nothing is complete yet)."""
-        chunks = self._chunks(index, self._scanner(index).feed(text))
+        chunks = self._chunks(index, self._streamer(index).feed(text))
         if logprobs is not None:
             if chunks:
                 chunks[0]["choices"][0]["logprobs"] = logprobs
@@ -32,23 +34,29 @@ class ToolDeltas:
 
     def end(self, index: int, reason: str) -> list[bytes]:
         """What choice ``index`` held back, then its finish chunk."""
-        scanner = self._scanner(index)
-        chunks = self._chunks(index, scanner.finish())
-        finish = "tool_calls" if scanner.calls and reason == "stop" else reason
+        streamer = self._streamer(index)
+        chunks = self._chunks(index, streamer.finish())
+        finish = "tool_calls" if streamer.calls and reason == "stop" else reason
         chunks.append(fmt.chat_chunk(self._rid, self._model, {}, finish, index))
         return [fmt.sse(c) for c in chunks]
 
-    def _scanner(self, index: int) -> CallScanner:
-        return self._scanners.setdefault(index, CallScanner(self._names))
+    def _streamer(self, index: int) -> CallStreamer:
+        return self._streamers.setdefault(index, CallStreamer(self._names))
 
-    def _chunks(self, index: int, pieces: list[Piece]) -> list[dict[str, Any]]:
-        calls_before = self._scanner(index).calls - sum(not isinstance(p, str) for p in pieces)
+    def _chunks(self, index: int, pieces: list[StreamPiece]) -> list[dict[str, Any]]:
+        call = self._streamer(index).calls - sum(isinstance(p, CallStart) for p in pieces) - 1  # the open one
         out = []
         for piece in pieces:
+            if isinstance(piece, CallEnd):
+                continue
             if isinstance(piece, str):
                 delta: dict[str, Any] = {"content": piece}
+            elif isinstance(piece, CallStart):
+                call += 1
+                function = {"name": piece.name, "arguments": ""}
+                delta = {"tool_calls": [{"index": call, "id": piece.call_id, "type": "function",
+                                         "function": function}]}  # fmt: skip
             else:
-                delta = {"tool_calls": [fmt.call_json(piece, calls_before)]}
-                calls_before += 1
+                delta = {"tool_calls": [{"index": call, "function": {"arguments": piece.text}}]}
             out.append(fmt.chat_chunk(self._rid, self._model, delta, None, index))
         return out

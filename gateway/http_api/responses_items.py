@@ -4,19 +4,22 @@
 One :class:`OutputItems` serves both answers: a stream renders the events it returns (adding their
 ``sequence_number``), a whole answer only reads :attr:`OutputItems.items` at the end, so the two are
 the same by construction. Without tools the text is one message. With tools (the functions whose calls
-are read), the text is scanned for calls (:class:`~kvgate.gateway.core.tool_calls.CallScanner`): text
-before a call is a message of its own, closed when the call completes; each call is one
-``function_call`` item, whole (its arguments in one delta).
+are read), the text is scanned for calls as it comes (:class:`~kvgate.gateway.core.call_stream.CallStreamer`):
+text before a call is a message of its own, closed when the call starts; each call is one
+``function_call`` item, added when it starts, its arguments streamed as ``function_call_arguments``
+deltas as the model writes them, done when its block closes (``incomplete`` when the text ended inside
+it).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Collection
 from typing import Any
 
-from kvgate.gateway.core.tool_calls import CallScanner, Piece
-from kvgate.gateway.core.tools import ToolCall, assistant_turn
+from kvgate.gateway.core.call_stream import CallArguments, CallEnd, CallStart, CallStreamer, StreamPiece
+from kvgate.gateway.core.tools import CALL_OPEN, ToolCall, assistant_turn
 
 Event = dict[str, Any]
 
@@ -30,14 +33,14 @@ class OutputItems:
     """One response's output; mutable, one per response."""
 
     def __init__(self, tools: Collection[str] | None) -> None:
-        self._scanner = CallScanner(tools) if tools is not None else None
+        self._scanner = CallStreamer(tools) if tools is not None else None
         self.items: list[dict[str, Any]] = []  # finished items, in output order
-        self._open: dict[str, Any] | None = None  # the message being written
-        self._parts: list[str] = []
+        self._open: dict[str, Any] | None = None  # the message or the call being written
+        self._parts: list[str] = []  # its text or arguments so far
 
     def text(self, text: str) -> list[Event]:
         """The events ``text`` (the next piece of the answer) completes."""
-        pieces: list[Piece] = [text] if self._scanner is None else self._scanner.feed(text)
+        pieces: list[StreamPiece] = [text] if self._scanner is None else self._scanner.feed(text)
         return [event for piece in pieces if piece != "" for event in self._piece(piece)]
 
     def finish(self, complete: bool) -> list[Event]:
@@ -56,9 +59,13 @@ class OutputItems:
         blocks = [_block(item) for item in self.items]
         return {"role": "assistant", "content": "\n".join(b for b in blocks if b)}
 
-    def _piece(self, piece: Piece) -> list[Event]:
-        if isinstance(piece, ToolCall):
-            return self._close_message("completed") + self._call(piece)
+    def _piece(self, piece: StreamPiece) -> list[Event]:
+        if isinstance(piece, CallStart):
+            return self._close_message("completed") + self._start_call(piece)
+        if isinstance(piece, CallArguments):
+            return self._arguments(piece.text)
+        if isinstance(piece, CallEnd):
+            return self._close_call("completed" if piece.complete else "incomplete")
         events = self._start_message() if self._open is None else []
         self._parts.append(piece)
         where = {"item_id": self._open["id"], "output_index": len(self.items), "content_index": 0}  # type: ignore[index]
@@ -74,7 +81,7 @@ class OutputItems:
         ]
 
     def _close_message(self, status: str) -> list[Event]:
-        if self._open is None:
+        if self._open is None or self._open["type"] != "message":
             return []
         text, index = "".join(self._parts), len(self.items)
         item = self._open | {"status": status, "content": [_text_part(text)]}
@@ -87,18 +94,29 @@ class OutputItems:
             {"type": "response.output_item.done", "output_index": index, "item": item},
         ]
 
-    def _call(self, call: ToolCall) -> list[Event]:
-        index = len(self.items)
-        item = {"id": item_id("fc"), "type": "function_call", "status": "completed", "call_id": call.id,
-                "name": call.name, "arguments": call.arguments}  # fmt: skip
+    def _start_call(self, start: CallStart) -> list[Event]:
+        self._open = {"id": item_id("fc"), "type": "function_call", "status": "in_progress",
+                      "call_id": start.call_id, "name": start.name, "arguments": ""}  # fmt: skip
+        return [
+            {"type": "response.output_item.added", "output_index": len(self.items), "item": dict(self._open)}
+        ]
+
+    def _arguments(self, text: str) -> list[Event]:
+        assert self._open is not None
+        self._parts.append(text)
+        where = {"item_id": self._open["id"], "output_index": len(self.items)}
+        return [{"type": "response.function_call_arguments.delta", **where, "delta": text}]
+
+    def _close_call(self, status: str) -> list[Event]:
+        assert self._open is not None
+        index, arguments = len(self.items), "".join(self._parts)
+        item = self._open | {"status": status, "arguments": arguments}
         self.items.append(item)
+        self._open, self._parts = None, []
         where = {"item_id": item["id"], "output_index": index}
         return [
-            {"type": "response.output_item.added", "output_index": index,
-             "item": item | {"status": "in_progress", "arguments": ""}},
-            {"type": "response.function_call_arguments.delta", **where, "delta": call.arguments},
-            {"type": "response.function_call_arguments.done", **where, "name": call.name,
-             "arguments": call.arguments},
+            {"type": "response.function_call_arguments.done", **where, "name": item["name"],
+             "arguments": arguments},
             {"type": "response.output_item.done", "output_index": index, "item": item},
         ]  # fmt: skip
 
@@ -106,6 +124,8 @@ class OutputItems:
 def _block(item: dict[str, Any]) -> str:
     if item["type"] == "message":
         return "".join(part["text"] for part in item["content"])
+    if item["status"] == "incomplete":  # cut off: its block as far as the model wrote it
+        return f'{CALL_OPEN}\n{{"name": {json.dumps(item["name"])}, "arguments": {item["arguments"]}'
     return assistant_turn("", [ToolCall(item["call_id"], item["name"], item["arguments"])])["content"]
 
 

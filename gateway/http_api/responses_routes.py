@@ -1,5 +1,5 @@
-"""``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}``: OpenAI's Responses API, a thin
-translation over the request core.
+"""``POST /v1/responses``, ``GET`` and ``DELETE /v1/responses/{id}``, ``GET
+/v1/responses/{id}/input_items``: OpenAI's Responses API, a thin translation over the request core.
 
 A stored response (``store``, true by default) is kept with its whole conversation, for its tenant,
 in the :class:`~kvgate.gateway.conversations.ResponseStore` the composition root gives; a request
@@ -30,6 +30,7 @@ from kvgate.gateway.http_api.request_ids import with_id
 from kvgate.gateway.http_api.responses_events import ResponseEvents
 from kvgate.gateway.http_api.responses_format import ResponseShape
 from kvgate.gateway.http_api.responses_input import input_turns, readable_names, responses_request
+from kvgate.gateway.http_api.responses_input_items import input_items, page
 from kvgate.gateway.http_api.responses_items import OutputItems
 from kvgate.gateway.http_api.responses_schemas import ResponsesRequest
 from kvgate.gateway.http_api.streaming import CLIENT_CLOSED_REQUEST, collect_while_connected, stream_response
@@ -57,7 +58,7 @@ class _Turn:
             return
         turns = (*self.earlier, *input_turns(self.body), output.turn())
         try:
-            await self.store.put(self.tenant, StoredResponse(response, turns))
+            await self.store.put(self.tenant, StoredResponse(response, turns, input_items(self.body)))
         except GatewayError as exc:
             log.warning("response %s was not stored: %s", response["id"], exc.message)
 
@@ -144,6 +145,15 @@ def build_responses_router(core: RequestCore, auth: HttpAuth, store: ResponseSto
     async def get(response_id: str, caller: Caller = Depends(auth)) -> dict[str, Any]:  # noqa: B008
         """A stored response of the caller's tenant; 404 for any other id."""
         return (await stored(caller, response_id, "response_id")).response
+
+    @router.get("/v1/responses/{response_id}/input_items", response_model=None, responses=error_responses())
+    async def listed(
+        response_id: str, request: Request, caller: Caller = Depends(auth),  # noqa: B008
+    ) -> dict[str, Any]:  # fmt: skip
+        """The input items of a stored response of the caller's tenant, paged (``limit``, ``order``,
+        ``after``); 404 for any other id."""
+        found = await stored(caller, response_id, "response_id")
+        return page(found.input_items, request.query_params)
 
     @router.delete("/v1/responses/{response_id}", response_model=None, responses=error_responses())
     async def delete(response_id: str, caller: Caller = Depends(auth)) -> dict[str, Any]:  # noqa: B008

@@ -89,11 +89,12 @@ def tokens(batch: worker_pb2.TokenBatch) -> Tokens:
     """A worker's token batch; UpstreamError for log-probabilities that do not fit it."""
     try:
         logprobs = tuple(convert.token_logprob_from_proto(lp) for lp in batch.logprobs)
+        prompt = tuple(convert.token_logprob_from_proto(lp) for lp in batch.prompt_logprobs)
     except ValueError as exc:
         raise UpstreamError(f"a worker sent malformed log-probabilities: {exc}") from exc
     if logprobs and len(logprobs) != len(batch.token_ids):
         raise UpstreamError("a worker sent log-probabilities for another number of tokens")
-    return Tokens(tuple(batch.token_ids), batch.index, logprobs)
+    return Tokens(tuple(batch.token_ids), batch.index, logprobs, prompt)
 
 
 def choice_done(end: worker_pb2.ChoiceEnd) -> ChoiceDone:

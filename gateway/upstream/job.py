@@ -39,11 +39,13 @@ class Job:
 @dataclass(frozen=True, slots=True)
 class Tokens:
     """New tokens of choice ``index``, in order, with their log-probabilities when asked for (one per
-    token, else empty)."""
+    token, else empty). ``prompt_logprobs``: with ``SamplingParams.prompt_logprobs``, in choice 0's
+    first batch, one per prompt token after the first; else empty."""
 
     token_ids: tuple[int, ...]
     index: int = 0
     logprobs: tuple[TokenLogprob, ...] = ()
+    prompt_logprobs: tuple[TokenLogprob, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

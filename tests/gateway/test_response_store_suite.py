@@ -27,7 +27,9 @@ MakeStore = Callable[..., ResponseStore]
 
 def response(rid: str, text: str = "hello") -> StoredResponse:
     turns = ({"role": "user", "content": text}, {"role": "assistant", "content": "hi"})
-    return StoredResponse({"id": rid, "object": "response", "output": [{"type": "message"}]}, turns)
+    part = {"type": "input_text", "text": text}
+    items = ({"id": "msg_1", "type": "message", "role": "user", "content": [part]},)  # its input items
+    return StoredResponse({"id": rid, "object": "response", "output": [{"type": "message"}]}, turns, items)
 
 
 @pytest.fixture(params=["memory", "redis"])

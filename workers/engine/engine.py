@@ -6,9 +6,9 @@ One :meth:`LLMEngine.step`, in order (the block manager's contract, see ``kvgate
 2. ``expire()``: drop cached blocks whose TTL passed;
 3. schedule: running decodes and prefill chunks, then admissions, preempting when blocks run out;
 4. ``end_step()`` -> the step's copy plan; run its offloads (GPU -> CPU), then its swap-ins (CPU -> GPU);
-5. one forward over every scheduled token; process the logits (penalties, biases), mask the constrained
-   rows by their grammars, sample the sequences whose prompt is done, and take the log-probabilities
-   asked for;
+5. one forward over every scheduled token; take the prompt log-probabilities asked for (see
+   ``prompt_logprobs``); process the logits (penalties, biases), mask the constrained rows by their
+   grammars, sample the sequences whose prompt is done, and take the log-probabilities asked for;
 6. append the tokens, check stops, free finished sequences;
 7. publish what the worker now holds (one ``EventBatch``, queued for :meth:`take_events`).
 
@@ -44,6 +44,7 @@ from kvgate.workers.engine.kv_pools import KVCapacity, allocate_cpu_tier, tier_s
 from kvgate.workers.engine.logits import process
 from kvgate.workers.engine.logprobs import token_logprobs
 from kvgate.workers.engine.outputs import StepOutput
+from kvgate.workers.engine.prompt_logprobs import score_prompts
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.runner import ModelRunner
 from kvgate.workers.engine.sampler import sample
@@ -256,6 +257,7 @@ class LLMEngine:
     def _run(self, items: Seq[ScheduledItem]) -> list[StepOutput]:
         input_ids = [t for item in items for t in _new_tokens(item)]
         logits = self.runner.forward([item.work for item in items], input_ids)  # [B', vocab]
+        logits = score_prompts(items, logits)  # [B, vocab]: the sampled rows, prompt scores taken out
         seqs = [item.seq for item in items if item.work.needs_logits]
         rows, forks = self._rows(seqs)  # a request that forks samples each of its n choices
         logits = logits[rows].float() if len(rows) > len(seqs) else logits.float()  # [R, vocab]
@@ -291,6 +293,7 @@ class LLMEngine:
 
     def _advance(self, seq: Sequence, token: int, logprobs: tuple) -> StepOutput:
         forked = seq.seq_id not in self.kv  # a fork's first token: it is admitted later
+        prompt = seq.take_prompt_logprobs()  # with the first token, when asked for
         stop = seq.append(token)
         self._counters.completion_tokens += 1
         if forked:
@@ -300,22 +303,24 @@ class LLMEngine:
         if stop is None:
             if forked:
                 self.scheduler.add_fork(seq)
-            return StepOutput.of(seq, (token,), logprobs)
+            return StepOutput.of(seq, (token,), logprobs, prompt)
         if not forked:
             self.scheduler.finish(seq)
         seq.finish(stop)
-        return self._finish(seq, (token,), logprobs)
+        return self._finish(seq, (token,), logprobs, prompt)
 
-    def _finish(self, seq: Sequence, new_token_ids: tuple[int, ...], logprobs: tuple = ()) -> StepOutput:
+    def _finish(
+        self, seq: Sequence, new_token_ids: tuple[int, ...], logprobs: tuple = (), prompt: tuple = ()
+    ) -> StepOutput:
         """The output of ``seq``, which just ended; the request's last one when its choices all did."""
         choices = self._seqs[seq.request_id]
         if any(s.stop is None for s in choices):
-            return StepOutput.of(seq, new_token_ids, logprobs)
+            return StepOutput.of(seq, new_token_ids, logprobs, prompt)
         assert choices[0].stop is not None
         self._counters.count_finished(choices[0].stop.reason)
         del self._seqs[seq.request_id]
         self._inbox.retire(seq.request_id)
-        return StepOutput.last(choices, seq, new_token_ids, logprobs)
+        return StepOutput.last(choices, seq, new_token_ids, logprobs, prompt)
 
     def _publish(self) -> None:
         batch = self.publisher.drain()

@@ -13,6 +13,7 @@ from kvgate.proto.constraint import OutputConstraint
 from kvgate.proto.layout import CacheLayout
 from kvgate.workers.engine.grammar import Grammar, GrammarCompiler
 from kvgate.workers.engine.logits import TokenHistory
+from kvgate.workers.engine.prompt_logprobs import PromptLogprobs
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.sampler import make_generator
 from kvgate.workers.engine.sequence import Sequence
@@ -61,6 +62,7 @@ class SequenceFactory:
             token_ids=ids.tolist(),
             history=self._history(request),
             grammar=None if grammar is None else grammar.start(),
+            prompt_logprobs=_prompt_logprobs(request),
         )
 
     def compile(self, constraint: OutputConstraint) -> Grammar:
@@ -117,8 +119,6 @@ class SequenceFactory:
         largest = int(request.prompt_ids.max())
         if largest >= self.vocab_size:
             raise ValueError(f"prompt token id {largest} >= vocab size {self.vocab_size}")
-        if request.sampling.prompt_logprobs is not None:
-            raise ValueError("prompt_logprobs are not supported by this engine yet")
         biased = [t for t, _ in request.sampling.logit_bias if t >= self.vocab_size]
         if biased:
             raise ValueError(f"logit_bias token id {biased[0]} >= vocab size {self.vocab_size}")
@@ -128,3 +128,8 @@ class SequenceFactory:
         if hint is None or not hint.active:
             return None
         return Pin(hint.pinned_prefix_tokens, self.default_ttl_s if hint.ttl_s is None else float(hint.ttl_s))
+
+
+def _prompt_logprobs(request: EngineRequest) -> PromptLogprobs | None:
+    top = request.sampling.prompt_logprobs
+    return None if top is None else PromptLogprobs(request.prompt_ids, top)

@@ -21,7 +21,9 @@ class StepOutput:
     ``matched_stop`` (the stop string that ended it, else None; the tokens are not trimmed) and
     ``timings``; earlier outputs have all four None. A request gets exactly one finished output; with
     ``n`` > 1 its reason and stop are choice 0's, and each choice's own end comes first as
-    ``choice_end`` (with ``choice_tokens``, the tokens that choice generated).
+    ``choice_end`` (with ``choice_tokens``, the tokens that choice generated). ``prompt_logprobs``:
+    with ``SamplingParams.prompt_logprobs``, on choice 0's first token only, one per prompt token after
+    the first.
     """
 
     request_id: str
@@ -34,6 +36,7 @@ class StepOutput:
     logprobs: tuple[TokenLogprob, ...] = ()
     choice_end: Stop | None = None
     choice_tokens: int = 0
+    prompt_logprobs: tuple[TokenLogprob, ...] = ()
 
     @property
     def finished(self) -> bool:
@@ -41,17 +44,19 @@ class StepOutput:
 
     @classmethod
     def of(
-        cls, seq: Sequence, new_token_ids: tuple[int, ...], logprobs: tuple[TokenLogprob, ...] = ()
-    ) -> StepOutput:
+        cls, seq: Sequence, new_token_ids: tuple[int, ...], logprobs: tuple[TokenLogprob, ...] = (),
+        prompt_logprobs: tuple[TokenLogprob, ...] = (),
+    ) -> StepOutput:  # fmt: skip
         """``seq``'s output for this step, its request going on (its choice may have ended)."""
         ended = seq.stop if seq.request.sampling.n > 1 else None
         return cls(seq.request_id, new_token_ids, index=seq.index, logprobs=logprobs, choice_end=ended,
-                   choice_tokens=len(seq.output_ids) if ended else 0)  # fmt: skip
+                   choice_tokens=len(seq.output_ids) if ended else 0,
+                   prompt_logprobs=prompt_logprobs)  # fmt: skip
 
     @classmethod
     def last(
         cls, choices: Seq[Sequence], seq: Sequence, new_token_ids: tuple[int, ...],
-        logprobs: tuple[TokenLogprob, ...] = (),
+        logprobs: tuple[TokenLogprob, ...] = (), prompt_logprobs: tuple[TokenLogprob, ...] = (),
     ) -> StepOutput:  # fmt: skip
         """The request's final output: ``choices`` have all ended, ``seq`` (one of them) last."""
         first = choices[0]
@@ -60,5 +65,5 @@ class StepOutput:
         ended = seq.stop if seq.request.sampling.n > 1 else None
         return cls(
             seq.request_id, new_token_ids, first.stop.reason, usage, first.stop.matched, first.timings(),
-            seq.index, logprobs, ended, len(seq.output_ids) if ended else 0,
+            seq.index, logprobs, ended, len(seq.output_ids) if ended else 0, prompt_logprobs,
         )  # fmt: skip

@@ -53,8 +53,9 @@ class ModelRunner:
 
     def forward(self, work: Sequence[ScheduledSequence], input_ids: Sequence[int]) -> torch.Tensor:
         """Computes every scheduled token (``input_ids``: each sequence's new tokens, in batch order)
-        and writes their K/V to the GPU tier; returns logits ``[B', vocab]`` of the sequences with
-        ``needs_logits``, in batch order."""
+        and writes their K/V to the GPU tier; returns logits ``[B', vocab]``: each sequence's
+        ``logit_rows`` rows (its last token's when it ``needs_logits``, every new token's with
+        ``all_logits``), in batch order."""
         step = build_step(work, self.block_size, self.device)
         ids = torch.tensor(input_ids, dtype=torch.int64).to(self.device, non_blocking=True)  # [T]
         lora = self._lora(work)

@@ -9,7 +9,8 @@ One step, decided by :meth:`Scheduler.schedule`:
    queue, until the allocation fits or the sequence itself was the one preempted.
 2. **Then waiting sequences**, first come first served, while the budget and ``max_num_seqs`` allow and
    no sequence was preempted in this step: each is admitted with its cached prefix
-   (``KVCacheManager.admit``) and prefills at most one chunk. The first that does not fit stops the
+   (``KVCacheManager.admit``; none for a prompt whose log-probabilities are asked for, see
+   ``prompt_logprobs``) and prefills at most one chunk. The first that does not fit stops the
    walk (no overtaking: a long prompt is never starved by short ones).
 
 A preempted sequence is recomputed on readmission: its prompt becomes prompt + output so far, most of
@@ -140,7 +141,7 @@ class Scheduler:
         while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
             seq = self.waiting[0]
             cap = min(budget, self.limits.max_prefill_tokens_per_step)
-            admission = self.kv.admit(seq.seq_id, seq.prompt, cap, seq.pin)
+            admission = self.kv.admit(seq.seq_id, seq.prompt, cap, seq.pin, reuse=not seq.needs_prompt_logits)
             if admission is None:
                 return
             self.waiting.popleft()
@@ -155,5 +156,6 @@ class Scheduler:
     def _item(self, seq: Sequence, num_cached: int, num_new: int) -> ScheduledItem:
         table = self.kv.block_table(seq.seq_id)
         needs_logits = num_cached + num_new == seq.num_tokens
-        work = ScheduledSequence(table, num_cached, num_new, needs_logits, seq.request.adapter_id)
+        adapter, every_row = seq.request.adapter_id, seq.needs_prompt_logits
+        work = ScheduledSequence(table, num_cached, num_new, needs_logits, adapter, every_row)
         return ScheduledItem(seq, work)

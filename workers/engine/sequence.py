@@ -10,9 +10,10 @@ import numpy as np
 import torch
 
 from kvgate.proto.chain import ChainRoots
-from kvgate.proto.sampling import FinishReason, Usage
+from kvgate.proto.sampling import FinishReason, TokenLogprob, Usage
 from kvgate.workers.engine.grammar import GrammarState
 from kvgate.workers.engine.logits import Processing, TokenHistory
+from kvgate.workers.engine.prompt_logprobs import PromptLogprobs
 from kvgate.workers.engine.request import EngineRequest
 from kvgate.workers.engine.stopping import Stop, StopChecker
 from kvgate.workers.kv import CachedTokens, Pin, Prompt, SeqId
@@ -53,6 +54,7 @@ class Sequence:
     choice it samples; choices after 0 are forks of choice 0 (see ``LLMEngine``), with their own
     ``seq_id``, stopper, random stream and grammar state. ``grammar``: where the output stands in its
     constraint (None: free text); it ends the sequence once the output is a complete match.
+    ``prompt_logprobs``: the prompt's own scores when the request asks for them (choice 0 only).
     """
 
     request: EngineRequest
@@ -69,6 +71,7 @@ class Sequence:
     history: TokenHistory | None = None  # generated-token counts, for penalties
     grammar: GrammarState | None = None  # the output's constraint, followed token by token
     index: int = 0  # which of the request's n choices (0: the one that prefilled the prompt)
+    prompt_logprobs: PromptLogprobs | None = None
     eviction_mark: int = 0
     evicted_predicted_tokens: int = 0
     first_token_s: float | None = None
@@ -105,6 +108,16 @@ class Sequence:
     def forks_pending(self) -> bool:
         """True until choice 0 of an ``n`` > 1 request samples its first token (then it forks)."""
         return self.index == 0 and self.request.sampling.n > 1 and self.num_tokens == self.num_prompt_tokens
+
+    @property
+    def needs_prompt_logits(self) -> bool:
+        """True while the prompt's scores are incomplete: its prefill reuses no cached block and
+        returns logits for every row (see :mod:`.prompt_logprobs`)."""
+        return self.prompt_logprobs is not None and not self.prompt_logprobs.complete
+
+    def take_prompt_logprobs(self) -> tuple[TokenLogprob, ...]:
+        """The prompt's scores, the first time they are complete; else ()."""
+        return () if self.prompt_logprobs is None else self.prompt_logprobs.take()
 
     def processing(self, vocab_size: int) -> Processing:
         """What the sampler must change in this sequence's next logits."""

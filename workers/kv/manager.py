@@ -114,18 +114,20 @@ class KVCacheManager:
         return TokenCount(expected - cached_tokens if evicted else 0)
 
     def admit(
-        self, seq_id: SeqId, prompt: Prompt, token_budget: TokenCount, pin: Pin | None = None
-    ) -> Admission | None:
+        self, seq_id: SeqId, prompt: Prompt, token_budget: TokenCount, pin: Pin | None = None,
+        *, reuse: bool = True,
+    ) -> Admission | None:  # fmt: skip
         """Takes on new sequence ``seq_id``: reuses the cached prefix of ``prompt`` (GPU hits shared,
         CPU hits swapped in) and allocates slots for the next ``min(uncached, token_budget)`` tokens.
 
         Returns None, changing nothing, when the GPU lacks the blocks. At least the prompt's last token
         is always computed (the engine needs its logits), so a fully cached prompt recomputes its last
-        block. ``pin`` gives the leading tokens a longer TTL. Raises ValueError for a known ``seq_id``,
+        block. ``pin`` gives the leading tokens a longer TTL. ``reuse=False`` takes no cached block (the
+        whole prompt is computed, and cached as usual). Raises ValueError for a known ``seq_id``,
         an inconsistent prompt or ``token_budget < 1``.
         """
         self._check_admit(seq_id, prompt, token_budget)
-        hit = self._match(prompt)
+        hit = self._match(prompt) if reuse else []
         num_cached = len(hit) * self.config.block_size
         total = num_cached + min(len(prompt) - num_cached, token_budget)
         if not self._fits(hit, total):

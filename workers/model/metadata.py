@@ -11,8 +11,9 @@ K/V are already in the paged cache (a prefix-cache hit, or earlier steps). Two s
 
 In both, every layer first writes the new tokens' K/V at ``slot_mapping`` and then attends over
 ``context_lens[b] = num_cached + num_new`` tokens read through ``block_tables[b]``. Logits are computed
-only for the rows in ``logits_indices`` (by default the last new token of each sequence), so a step
-returns ``[len(logits_indices), vocab]``.
+only for the rows in ``logits_indices``: the last new token of each sequence that ``needs_logits``, and
+every new token of one with ``all_logits`` (a prompt whose log-probabilities are asked for), so a step
+returns ``[len(logits_indices), vocab]``: ``logit_rows`` rows per sequence, in batch order.
 """
 
 from __future__ import annotations
@@ -48,6 +49,12 @@ class ScheduledSequence:
     num_new: int  # tokens computed this step (>= 1), positions num_cached .. num_cached + num_new - 1
     needs_logits: bool = True  # False for a prompt chunk that is not the prompt's last
     adapter_id: str = ""  # the LoRA adapter its tokens run under ("": the base model)
+    all_logits: bool = False  # logits of every new token, not only of the last (prompt log-probabilities)
+
+    @property
+    def logit_rows(self) -> int:
+        """How many logits rows the step returns for this sequence (its rows come last-token last)."""
+        return self.num_new if self.all_logits else int(self.needs_logits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +83,15 @@ def build_step(seqs: Sequence[ScheduledSequence], block_size: int, device: torch
         block_tables=_to(_padded(tables), torch.int32, device),
         context_lens=_to([s.num_cached + s.num_new for s in seqs], torch.int32, device),
         cu_seqlens_q=None if decode else _to(cu, torch.int32, device),
-        logits_indices=_to(
-            [cu[b + 1] - 1 for b, s in enumerate(seqs) if s.needs_logits], torch.int64, device
-        ),
+        logits_indices=_to(_logits_indices(seqs, cu), torch.int64, device),
     )
     return StepInputs(_to(np.concatenate(positions), torch.int64, device), attn)
+
+
+def _logits_indices(seqs: Sequence[ScheduledSequence], cu: np.ndarray) -> np.ndarray:
+    """The flat rows whose logits a step returns: each sequence's last ``logit_rows`` new tokens."""
+    rows = [np.arange(cu[b + 1] - s.logit_rows, cu[b + 1]) for b, s in enumerate(seqs)]
+    return np.concatenate(rows).astype(np.int64)
 
 
 def _check(seq: ScheduledSequence, block_size: int) -> None:

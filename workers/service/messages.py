@@ -43,9 +43,13 @@ def engine_request(msg: worker_pb2.GenerateRequest) -> EngineRequest:
 
 
 def token_batch(out: StepOutput) -> worker_pb2.GenerateResponse:
-    """A stream message with the new tokens of ``out`` (non-empty), their choice and log-probabilities."""
+    """A stream message with the new tokens of ``out`` (non-empty), their choice and log-probabilities
+    (and the prompt's, in the first)."""
     logprobs = [convert.token_logprob_to_proto(lp) for lp in out.logprobs]
-    batch = worker_pb2.TokenBatch(token_ids=out.new_token_ids, index=out.index, logprobs=logprobs)
+    prompt = [convert.token_logprob_to_proto(lp) for lp in out.prompt_logprobs]
+    batch = worker_pb2.TokenBatch(
+        token_ids=out.new_token_ids, index=out.index, logprobs=logprobs, prompt_logprobs=prompt
+    )
     return worker_pb2.GenerateResponse(tokens=batch)
 
 

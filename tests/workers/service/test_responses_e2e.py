@@ -155,17 +155,21 @@ async def test_another_tenant_cannot_read_or_continue_a_response(stack: Stack) -
 
 
 async def test_a_required_function_call_then_its_output_in_the_next_turn(stack: Stack) -> None:
+    ask: dict[str, Any] = {"model": MODEL, "input": "What is the weather in Oslo?", "tools": TOOLS,
+                           "tool_choice": "required", "parallel_tool_calls": False, "temperature": 1.0,
+                           "max_output_tokens": 60, "extra_body": {"seed": 5}}  # fmt: skip
+    plain = await stack.client.responses.create(**ask)
     for stream in (False, True):
-        ask = {"model": MODEL, "input": "What is the weather in Oslo?", "tools": TOOLS,
-               "tool_choice": "required", "parallel_tool_calls": False, "temperature": 1.0,
-               "max_output_tokens": 60, "extra_body": {"seed": 5}}  # fmt: skip
         if stream:
             async with stack.client.responses.stream(**ask) as events:
-                kinds = [event.type async for event in events]
+                seen = [event async for event in events]
                 call_reply = await events.get_final_response()  # a call ends its response: completed
-            assert "response.function_call_arguments.done" in kinds
+            deltas = [e.delta for e in seen if e.type == "response.function_call_arguments.delta"]
+            [done] = [e for e in seen if e.type == "response.function_call_arguments.done"]
+            assert len(deltas) > 3  # the arguments streamed as they were written
+            assert "".join(deltas) == done.arguments == plain.output[0].arguments  # type: ignore[union-attr]
         else:
-            call_reply = await stack.client.responses.create(**ask)
+            call_reply = plain
         [call] = call_reply.output
         assert call.type == "function_call"
         assert call.name == "weather"

@@ -234,3 +234,34 @@ async def test_anthropic_tool_use_streamed_and_not_then_a_tool_result(stack: Sta
     assert answer["stop_reason"] in ("max_tokens", "end_turn")
     assert [b["type"] for b in answer["content"]] == ["text"]
     assert answer["content"][0]["text"]
+
+
+async def test_arguments_stream_in_fragments_that_concatenate_to_the_plain_calls(stack: Stack) -> None:
+    strict = [{"type": "function", "function": t["function"] | {"strict": True}} for t in TOOLS]
+    args: dict[str, Any] = {"model": MODEL, "messages": ASK, "tools": strict, "tool_choice": "required",
+                            "temperature": 1.0, "seed": 5, "max_tokens": MAX_OUTPUT}  # fmt: skip
+    plain = await stack.client.chat.completions.create(**args)
+    want = [(c.function.name, c.function.arguments) for c in plain.choices[0].message.tool_calls or []]
+    assert want
+    stream = await stack.client.chat.completions.create(**args, stream=True)
+    deltas = [d async for chunk in stream for choice in chunk.choices for d in choice.delta.tool_calls or []]
+    fragments: dict[int, list[str]] = {}
+    for delta in deltas:
+        assert delta.function is not None
+        if delta.index not in fragments:  # a call's first delta: id, type, name, no arguments yet
+            assert (delta.id or "").startswith("call_")
+            assert (delta.type, delta.function.arguments) == ("function", "")
+            fragments[delta.index] = [delta.function.name or ""]
+        else:
+            assert (delta.id, delta.type, delta.function.name) == (None, None, None)
+            fragments[delta.index].append(delta.function.arguments or "")
+    assert [(f[0], "".join(f[1:])) for _, f in sorted(fragments.items())] == want
+    assert all(len(f) > 3 for f in fragments.values())  # the arguments came in pieces, as generated
+    one = args | {"parallel_tool_calls": False}  # one call, then stop: the helper refuses a cut answer
+    plain = await stack.client.chat.completions.create(**one)
+    want = [(c.function.name, c.function.arguments) for c in plain.choices[0].message.tool_calls or []]
+    async with stack.client.chat.completions.stream(**one) as helper:  # the SDK's own accumulation
+        final = await helper.get_final_completion()
+    calls = final.choices[0].message.tool_calls or []
+    assert [(c.function.name, c.function.arguments) for c in calls] == want
+    assert [c.function.parsed_arguments for c in calls] == [json.loads(a) for _, a in want]
