@@ -76,10 +76,16 @@ class NotRedis:
     def _answer(self, conn: socket.socket) -> None:
         with conn:
             try:
-                while conn.recv(4096):
-                    conn.sendall(self.reply)
+                while data := conn.recv(4096):
+                    conn.sendall(self.reply * _commands(data))
             except OSError:
                 pass
+
+
+def _commands(data: bytes) -> int:
+    """How many RESP commands ``data`` holds (a client may send several in one packet, and waits for
+    a reply to each); 1 for anything else."""
+    return max(1, sum(1 for line in data.split(b"\r\n") if line.startswith(b"*")))
 
 
 def test_up_with_a_redis_that_does_not_answer_fails_before_ray_naming_the_url() -> None:
