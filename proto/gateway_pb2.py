@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from kvgate.proto import common_pb2 as kvgate_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1akvgate/proto/gateway.proto\x12\tkvgate.v1\x1a\x19kvgate/proto/common.proto\"?\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x11\n\tcache_ttl\x18\x03 \x01(\t\"8\n\x0c\x43hatMessages\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.kvgate.v1.ChatMessage\"\x1b\n\x08TokenIds\x12\x0f\n\x03ids\x18\x01 \x03(\rB\x02\x10\x01\"\xb1\x02\n\x0eGatewayRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x06prompt\x18\x02 \x01(\tH\x00\x12\'\n\x04\x63hat\x18\x03 \x01(\x0b\x32\x17.kvgate.v1.ChatMessagesH\x00\x12%\n\x06tokens\x18\x04 \x01(\x0b\x32\x13.kvgate.v1.TokenIdsH\x00\x12+\n\x08sampling\x18\x05 \x01(\x0b\x32\x19.kvgate.v1.SamplingParams\x12\x18\n\x10prompt_cache_key\x18\x06 \x01(\t\x12\x0c\n\x04user\x18\x07 \x01(\t\x12(\n\ncache_hint\x18\x08 \x01(\x0b\x32\x14.kvgate.v1.CacheHint\x12\x12\n\ncache_salt\x18\t \x01(\t\x12\x12\n\nrequest_id\x18\n \x01(\tB\x07\n\x05input\"_\n\x0fGatewayResponse\x12!\n\x05\x64\x65lta\x18\x01 \x01(\x0b\x32\x10.kvgate.v1.DeltaH\x00\x12!\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x10.kvgate.v1.FinalH\x00\x42\x06\n\x04kind\",\n\x05\x44\x65lta\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x15\n\ttoken_ids\x18\x02 \x03(\rB\x02\x10\x01\"\x89\x02\n\x05\x46inal\x12.\n\rfinish_reason\x18\x01 \x01(\x0e\x32\x17.kvgate.v1.FinishReason\x12\x1f\n\x05usage\x18\x02 \x01(\x0b\x32\x10.kvgate.v1.Usage\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12,\n\x0croute_reason\x18\x04 \x01(\x0e\x32\x16.kvgate.v1.RouteReason\x12\x1f\n\x17predicted_cached_tokens\x18\x05 \x01(\r\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12\x19\n\x0cmatched_stop\x18\x07 \x01(\tH\x00\x88\x01\x01\x12\r\n\x05\x65rror\x18\x08 \x01(\tB\x0f\n\r_matched_stop\"x\n\x0bWorkerMatch\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x16\n\x0ematched_chunks\x18\x02 \x01(\r\x12\x12\n\ngpu_chunks\x18\x03 \x01(\r\x12\x12\n\ncpu_chunks\x18\x04 \x01(\r\x12\x16\n\x0epending_chunks\x18\x05 \x01(\r\"\xd8\x01\n\rRouteDecision\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x13\n\x0b\x66ull_chunks\x18\x02 \x01(\r\x12\x12\n\nchunk_size\x18\x03 \x01(\r\x12\'\n\x07matches\x18\x04 \x03(\x0b\x32\x16.kvgate.v1.WorkerMatch\x12\x15\n\rchosen_worker\x18\x05 \x01(\t\x12&\n\x06reason\x18\x06 \x01(\x0e\x32\x16.kvgate.v1.RouteReason\x12\x1f\n\x17predicted_cached_tokens\x18\x07 \x01(\r\"\x13\n\x11ListModelsRequest\"E\n\tModelInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\rready_workers\x18\x02 \x01(\r\x12\x15\n\rmax_model_len\x18\x03 \x01(\r\":\n\x12ListModelsResponse\x12$\n\x06models\x18\x01 \x03(\x0b\x32\x14.kvgate.v1.ModelInfo*\x80\x02\n\x0bRouteReason\x12\x1c\n\x18ROUTE_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16ROUTE_REASON_CACHE_HIT\x10\x01\x12\x1e\n\x1aROUTE_REASON_LOAD_BALANCED\x10\x02\x12\x19\n\x15ROUTE_REASON_FALLBACK\x10\x03\x12\x17\n\x13ROUTE_REASON_PINNED\x10\x04\x12\x1e\n\x1aROUTE_REASON_LOAD_OVERRIDE\x10\x05\x12\x1b\n\x17ROUTE_REASON_NEW_PREFIX\x10\x06\x12&\n\"ROUTE_REASON_HOT_PREFIX_REPLICATED\x10\x07\x32\xd9\x01\n\tKVGateway\x12\x43\n\x08Generate\x12\x19.kvgate.v1.GatewayRequest\x1a\x1a.kvgate.v1.GatewayResponse0\x01\x12<\n\x05Route\x12\x19.kvgate.v1.GatewayRequest\x1a\x18.kvgate.v1.RouteDecision\x12I\n\nListModels\x12\x1c.kvgate.v1.ListModelsRequest\x1a\x1d.kvgate.v1.ListModelsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1akvgate/proto/gateway.proto\x12\tkvgate.v1\x1a\x19kvgate/proto/common.proto\"?\n\x0b\x43hatMessage\x12\x0c\n\x04role\x18\x01 \x01(\t\x12\x0f\n\x07\x63ontent\x18\x02 \x01(\t\x12\x11\n\tcache_ttl\x18\x03 \x01(\t\"8\n\x0c\x43hatMessages\x12(\n\x08messages\x18\x01 \x03(\x0b\x32\x16.kvgate.v1.ChatMessage\"\x1b\n\x08TokenIds\x12\x0f\n\x03ids\x18\x01 \x03(\rB\x02\x10\x01\"\xb1\x02\n\x0eGatewayRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x10\n\x06prompt\x18\x02 \x01(\tH\x00\x12\'\n\x04\x63hat\x18\x03 \x01(\x0b\x32\x17.kvgate.v1.ChatMessagesH\x00\x12%\n\x06tokens\x18\x04 \x01(\x0b\x32\x13.kvgate.v1.TokenIdsH\x00\x12+\n\x08sampling\x18\x05 \x01(\x0b\x32\x19.kvgate.v1.SamplingParams\x12\x18\n\x10prompt_cache_key\x18\x06 \x01(\t\x12\x0c\n\x04user\x18\x07 \x01(\t\x12(\n\ncache_hint\x18\x08 \x01(\x0b\x32\x14.kvgate.v1.CacheHint\x12\x12\n\ncache_salt\x18\t \x01(\t\x12\x12\n\nrequest_id\x18\n \x01(\tB\x07\n\x05input\"\x8d\x01\n\x0fGatewayResponse\x12!\n\x05\x64\x65lta\x18\x01 \x01(\x0b\x32\x10.kvgate.v1.DeltaH\x00\x12!\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x10.kvgate.v1.FinalH\x00\x12,\n\x0b\x63hoice_done\x18\x03 \x01(\x0b\x32\x15.kvgate.v1.ChoiceDoneH\x00\x42\x06\n\x04kind\"\x96\x01\n\x05\x44\x65lta\x12\x0c\n\x04text\x18\x01 \x01(\t\x12\x15\n\ttoken_ids\x18\x02 \x03(\rB\x02\x10\x01\x12\r\n\x05index\x18\x03 \x01(\r\x12(\n\x08logprobs\x18\x04 \x03(\x0b\x32\x16.kvgate.v1.TextLogprob\x12/\n\x0fprompt_logprobs\x18\x05 \x03(\x0b\x32\x16.kvgate.v1.TextLogprob\"b\n\x0bTextLogprob\x12\r\n\x05token\x18\x01 \x01(\t\x12\x14\n\x07logprob\x18\x02 \x01(\x02H\x00\x88\x01\x01\x12\"\n\x03top\x18\x03 \x03(\x0b\x32\x15.kvgate.v1.TopLogprobB\n\n\x08_logprob\",\n\nTopLogprob\x12\r\n\x05token\x18\x01 \x01(\t\x12\x0f\n\x07logprob\x18\x02 \x01(\x02\"K\n\nChoiceDone\x12\r\n\x05index\x18\x01 \x01(\r\x12.\n\rfinish_reason\x18\x02 \x01(\x0e\x32\x17.kvgate.v1.FinishReason\"\x89\x02\n\x05\x46inal\x12.\n\rfinish_reason\x18\x01 \x01(\x0e\x32\x17.kvgate.v1.FinishReason\x12\x1f\n\x05usage\x18\x02 \x01(\x0b\x32\x10.kvgate.v1.Usage\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12,\n\x0croute_reason\x18\x04 \x01(\x0e\x32\x16.kvgate.v1.RouteReason\x12\x1f\n\x17predicted_cached_tokens\x18\x05 \x01(\r\x12\x12\n\nrequest_id\x18\x06 \x01(\t\x12\x19\n\x0cmatched_stop\x18\x07 \x01(\tH\x00\x88\x01\x01\x12\r\n\x05\x65rror\x18\x08 \x01(\tB\x0f\n\r_matched_stop\"x\n\x0bWorkerMatch\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x16\n\x0ematched_chunks\x18\x02 \x01(\r\x12\x12\n\ngpu_chunks\x18\x03 \x01(\r\x12\x12\n\ncpu_chunks\x18\x04 \x01(\r\x12\x16\n\x0epending_chunks\x18\x05 \x01(\r\"\xd8\x01\n\rRouteDecision\x12\x15\n\rprompt_tokens\x18\x01 \x01(\r\x12\x13\n\x0b\x66ull_chunks\x18\x02 \x01(\r\x12\x12\n\nchunk_size\x18\x03 \x01(\r\x12\'\n\x07matches\x18\x04 \x03(\x0b\x32\x16.kvgate.v1.WorkerMatch\x12\x15\n\rchosen_worker\x18\x05 \x01(\t\x12&\n\x06reason\x18\x06 \x01(\x0e\x32\x16.kvgate.v1.RouteReason\x12\x1f\n\x17predicted_cached_tokens\x18\x07 \x01(\r\"\x13\n\x11ListModelsRequest\"E\n\tModelInfo\x12\n\n\x02id\x18\x01 \x01(\t\x12\x15\n\rready_workers\x18\x02 \x01(\r\x12\x15\n\rmax_model_len\x18\x03 \x01(\r\":\n\x12ListModelsResponse\x12$\n\x06models\x18\x01 \x03(\x0b\x32\x14.kvgate.v1.ModelInfo*\x80\x02\n\x0bRouteReason\x12\x1c\n\x18ROUTE_REASON_UNSPECIFIED\x10\x00\x12\x1a\n\x16ROUTE_REASON_CACHE_HIT\x10\x01\x12\x1e\n\x1aROUTE_REASON_LOAD_BALANCED\x10\x02\x12\x19\n\x15ROUTE_REASON_FALLBACK\x10\x03\x12\x17\n\x13ROUTE_REASON_PINNED\x10\x04\x12\x1e\n\x1aROUTE_REASON_LOAD_OVERRIDE\x10\x05\x12\x1b\n\x17ROUTE_REASON_NEW_PREFIX\x10\x06\x12&\n\"ROUTE_REASON_HOT_PREFIX_REPLICATED\x10\x07\x32\xd9\x01\n\tKVGateway\x12\x43\n\x08Generate\x12\x19.kvgate.v1.GatewayRequest\x1a\x1a.kvgate.v1.GatewayResponse0\x01\x12<\n\x05Route\x12\x19.kvgate.v1.GatewayRequest\x1a\x18.kvgate.v1.RouteDecision\x12I\n\nListModels\x12\x1c.kvgate.v1.ListModelsRequest\x1a\x1d.kvgate.v1.ListModelsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,8 +36,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOKENIDS'].fields_by_name['ids']._serialized_options = b'\020\001'
   _globals['_DELTA'].fields_by_name['token_ids']._loaded_options = None
   _globals['_DELTA'].fields_by_name['token_ids']._serialized_options = b'\020\001'
-  _globals['_ROUTEREASON']._serialized_start=1433
-  _globals['_ROUTEREASON']._serialized_end=1689
+  _globals['_ROUTEREASON']._serialized_start=1810
+  _globals['_ROUTEREASON']._serialized_end=2066
   _globals['_CHATMESSAGE']._serialized_start=68
   _globals['_CHATMESSAGE']._serialized_end=131
   _globals['_CHATMESSAGES']._serialized_start=133
@@ -46,22 +46,28 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOKENIDS']._serialized_end=218
   _globals['_GATEWAYREQUEST']._serialized_start=221
   _globals['_GATEWAYREQUEST']._serialized_end=526
-  _globals['_GATEWAYRESPONSE']._serialized_start=528
-  _globals['_GATEWAYRESPONSE']._serialized_end=623
-  _globals['_DELTA']._serialized_start=625
-  _globals['_DELTA']._serialized_end=669
-  _globals['_FINAL']._serialized_start=672
-  _globals['_FINAL']._serialized_end=937
-  _globals['_WORKERMATCH']._serialized_start=939
-  _globals['_WORKERMATCH']._serialized_end=1059
-  _globals['_ROUTEDECISION']._serialized_start=1062
-  _globals['_ROUTEDECISION']._serialized_end=1278
-  _globals['_LISTMODELSREQUEST']._serialized_start=1280
-  _globals['_LISTMODELSREQUEST']._serialized_end=1299
-  _globals['_MODELINFO']._serialized_start=1301
-  _globals['_MODELINFO']._serialized_end=1370
-  _globals['_LISTMODELSRESPONSE']._serialized_start=1372
-  _globals['_LISTMODELSRESPONSE']._serialized_end=1430
-  _globals['_KVGATEWAY']._serialized_start=1692
-  _globals['_KVGATEWAY']._serialized_end=1909
+  _globals['_GATEWAYRESPONSE']._serialized_start=529
+  _globals['_GATEWAYRESPONSE']._serialized_end=670
+  _globals['_DELTA']._serialized_start=673
+  _globals['_DELTA']._serialized_end=823
+  _globals['_TEXTLOGPROB']._serialized_start=825
+  _globals['_TEXTLOGPROB']._serialized_end=923
+  _globals['_TOPLOGPROB']._serialized_start=925
+  _globals['_TOPLOGPROB']._serialized_end=969
+  _globals['_CHOICEDONE']._serialized_start=971
+  _globals['_CHOICEDONE']._serialized_end=1046
+  _globals['_FINAL']._serialized_start=1049
+  _globals['_FINAL']._serialized_end=1314
+  _globals['_WORKERMATCH']._serialized_start=1316
+  _globals['_WORKERMATCH']._serialized_end=1436
+  _globals['_ROUTEDECISION']._serialized_start=1439
+  _globals['_ROUTEDECISION']._serialized_end=1655
+  _globals['_LISTMODELSREQUEST']._serialized_start=1657
+  _globals['_LISTMODELSREQUEST']._serialized_end=1676
+  _globals['_MODELINFO']._serialized_start=1678
+  _globals['_MODELINFO']._serialized_end=1747
+  _globals['_LISTMODELSRESPONSE']._serialized_start=1749
+  _globals['_LISTMODELSRESPONSE']._serialized_end=1807
+  _globals['_KVGATEWAY']._serialized_start=2069
+  _globals['_KVGATEWAY']._serialized_end=2286
 # @@protoc_insertion_point(module_scope)

@@ -16,7 +16,7 @@ from kvgate.gateway.core.request import (
     TextInput,
     TokenInput,
 )
-from kvgate.gateway.core.textgen import TextDelta, TextDone
+from kvgate.gateway.core.textgen import ChoiceEnded, TextDelta, TextDone, TokenText
 from kvgate.gateway.errors import invalid
 from kvgate.gateway.routing.types import Routed, RouteReason
 from kvgate.gateway.upstream.job import Job
@@ -72,11 +72,17 @@ def client_request_id(request: gateway_pb2.GatewayRequest) -> str:
     return client
 
 
-def response(item: TextDelta | TextDone, job: Job, shown_id: str) -> gateway_pb2.GatewayResponse:
-    """A delta, or the final message with usage, the route and ``shown_id`` (the client's request id,
-    else the job's)."""
+def response(
+    item: TextDelta | ChoiceEnded | TextDone, job: Job, shown_id: str
+) -> gateway_pb2.GatewayResponse:
+    """A delta (with its choice and log-probabilities), a choice's end, or the final message with
+    usage, the route and ``shown_id`` (the client's request id, else the job's)."""
     if isinstance(item, TextDelta):
-        return gateway_pb2.GatewayResponse(delta=gateway_pb2.Delta(text=item.text, token_ids=item.token_ids))
+        return gateway_pb2.GatewayResponse(delta=_delta(item))
+    if isinstance(item, ChoiceEnded):
+        reason = convert.finish_reason_to_proto(item.finish_reason)
+        done = gateway_pb2.ChoiceDone(index=item.index, finish_reason=reason)
+        return gateway_pb2.GatewayResponse(choice_done=done)
     decision = item.routed.decision
     final = gateway_pb2.Final(
         finish_reason=convert.finish_reason_to_proto(item.finish_reason),
@@ -89,6 +95,21 @@ def response(item: TextDelta | TextDone, job: Job, shown_id: str) -> gateway_pb2
     if item.matched_stop is not None:
         final.matched_stop = item.matched_stop
     return gateway_pb2.GatewayResponse(final=final)
+
+
+def _delta(item: TextDelta) -> gateway_pb2.Delta:
+    return gateway_pb2.Delta(
+        text=item.text,
+        token_ids=item.token_ids,
+        index=item.index,
+        logprobs=[_logprob(t) for t in item.logprobs],
+        prompt_logprobs=[_logprob(t) for t in item.prompt_logprobs],
+    )
+
+
+def _logprob(entry: TokenText) -> gateway_pb2.TextLogprob:
+    top = [gateway_pb2.TopLogprob(token=token, logprob=value) for token, value in entry.top]
+    return gateway_pb2.TextLogprob(token=entry.token, logprob=entry.logprob, top=top)
 
 
 def route_decision(job: Job, routed: Routed, chunk_size: int) -> gateway_pb2.RouteDecision:
@@ -143,13 +164,11 @@ def _sampling(msg: common_pb2.SamplingParams) -> dict[str, Any]:
     for name in ("presence_penalty", "frequency_penalty", "repetition_penalty", "min_p"):
         if msg.HasField(name):
             fields[name] = getattr(msg, name)
-    # Generate's answer carries one choice's text: what would need more is refused, not dropped
     for name in ("logprobs", "prompt_logprobs"):
         if msg.HasField(name):
-            message = f"`{name}` is not supported by the gRPC front (use the HTTP API)"
-            raise invalid(message, f"sampling.{name}")
-    if msg.n > 1:
-        raise invalid("`n` > 1 is not supported by the gRPC front (use the HTTP API)", "sampling.n")
+            fields[name] = getattr(msg, name)
+    if msg.n:
+        fields["n"] = msg.n
     if msg.HasField("constraint"):
         try:
             fields["constraint"] = convert.output_constraint_from_proto(msg.constraint)
