@@ -36,6 +36,3 @@ class ModelCatalog:
     def names(self) -> list[str]:
         """The model's name, then ``MODEL:ADAPTER`` for each adapter held now."""
         return [self.model_name, *(f"{self.model_name}:{a}" for a in self._adapters())]
-
-    def adapters(self) -> tuple[str, ...]:
-        return self._adapters()

@@ -159,11 +159,6 @@ class RequestCore:
     def leave(self) -> None:
         self.gate.leave()
 
-    def check_model(self, model: str) -> None:
-        """NOT_FOUND, naming the models served, unless ``model`` is one of them (see
-        :class:`ModelCatalog`)."""
-        self.models.resolve(model)
-
     async def _shared_prefix(self, request: GenerateRequest, caller: Caller, ids: np.ndarray) -> int | None:
         """Tokens of the leading system messages when the caller opted into a shared namespace; None
         when it did not, or when the prompt has no such structure (not a chat)."""

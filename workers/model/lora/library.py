@@ -32,9 +32,7 @@ class AdapterLibrary:
         self._load = load
         self._max = max_loaded
         self._lock = threading.Lock()
-        self._paths = {} if folder is None else _scan(folder)
-        for name in held.names:
-            self._paths.pop(name, None)
+        self._paths = {} if folder is None else _scan(folder)  # held ones are skipped by ensure()
 
     @property
     def loadable(self) -> tuple[str, ...]:
