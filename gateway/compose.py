@@ -19,6 +19,7 @@ from kvgate.common.tokenizer import SegmentCache, SegmentedEncoder, Tokenizer
 from kvgate.gateway.conversations import MemoryResponseStore, ResponseStore
 from kvgate.gateway.core.admission import InFlightGate
 from kvgate.gateway.core.auth import Authenticator
+from kvgate.gateway.core.call_formats import marker_ids, served_formats
 from kvgate.gateway.core.constraints import ConstraintChecker
 from kvgate.gateway.core.jobs import JobBuilder
 from kvgate.gateway.core.prompts import PromptEncoder
@@ -123,8 +124,10 @@ def build_gateway(
 def _request_core(
     settings: GatewaySettings, tokenizer: Tokenizer, dispatcher: Dispatcher, diagnostics: CacheDiagnostics
 ) -> RequestCore:
-    """The spine's services, each built once: one rate limiter for the key check and the charge."""
+    """The spine's services, each built once: one rate limiter for the key check and the charge; the
+    tool-call formats the served model writes, read from its tokenizer."""
     limiter = RateLimiter()
+    formats = served_formats(tokenizer)
     return RequestCore(
         settings,
         Authenticator(settings.keys, limiter),
@@ -132,9 +135,10 @@ def _request_core(
         _prompt_encoder(settings, tokenizer),
         JobBuilder(settings, limiter),
         dispatcher,
-        TextGenerator(dispatcher, tokenizer),
+        TextGenerator(dispatcher, tokenizer, marker_ids(tokenizer, formats)),
         ConstraintChecker(),
         diagnostics,
+        formats,
     )
 
 

@@ -9,7 +9,7 @@ difference, holding it back while it ends in U+FFFD: the rest of that character 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from kvgate.common.tokenizer.tokenizer import Tokenizer
 
@@ -31,11 +31,14 @@ class IncrementalDetokenizer:
         *,
         skip_special_tokens: bool = False,
         context: int = 6,
+        keep: Collection[int] = (),
     ) -> None:
         """``prompt_ids``: the prompt; its last ``context`` tokens are decoded with the first new ones,
-        so a leading space of the first generated word is kept."""
+        so a leading space of the first generated word is kept. ``keep``: special tokens shown even
+        when ``skip_special_tokens`` (see ``Tokenizer.decode``)."""
         self._tokenizer = tokenizer
         self._skip_special = skip_special_tokens
+        self._keep = keep
         self._ids = [int(i) for i in prompt_ids[len(prompt_ids) - min(context, len(prompt_ids)) :]]
         self._prefix = 0  # start of the decode window
         self._read = len(self._ids)  # tokens before this have been emitted as text
@@ -63,4 +66,5 @@ class IncrementalDetokenizer:
         return delta
 
     def _decode(self, start: int, end: int) -> str:
-        return self._tokenizer.decode(self._ids[start:end], skip_special_tokens=self._skip_special)
+        ids = self._ids[start:end]
+        return self._tokenizer.decode(ids, skip_special_tokens=self._skip_special, keep=self._keep)

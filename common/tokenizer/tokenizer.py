@@ -6,7 +6,8 @@ Token ids are uint32 numpy arrays, the layout ``kvgate.proto.hashing`` hashes wi
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+import itertools
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,12 +92,20 @@ class Tokenizer:
         return [np.asarray(e.ids, dtype=np.uint32) for e in encodings]
 
     def decode(
-        self, ids: Sequence[int] | npt.NDArray[np.integer], *, skip_special_tokens: bool = False
+        self,
+        ids: Sequence[int] | npt.NDArray[np.integer],
+        *,
+        skip_special_tokens: bool = False,
+        keep: Collection[int] = (),
     ) -> str:
-        """The text of ``ids``. A multi-byte character cut off at either end decodes as U+FFFD."""
-        return self.backend.decode(
-            np.asarray(ids, dtype=np.uint32).tolist(), skip_special_tokens=skip_special_tokens
-        )
+        """The text of ``ids``. A multi-byte character cut off at either end decodes as U+FFFD.
+        ``keep``: special tokens shown even when ``skip_special_tokens`` (a tool-call marker); the
+        text between two of them is decoded on its own."""
+        listed = np.asarray(ids, dtype=np.uint32).tolist()
+        if not (skip_special_tokens and keep and any(i in keep for i in listed)):
+            return self.backend.decode(listed, skip_special_tokens=skip_special_tokens)
+        runs = itertools.groupby(listed, key=lambda i: i in keep)
+        return "".join(self.backend.decode(list(run), skip_special_tokens=not kept) for kept, run in runs)
 
     def id_to_token(self, token_id: int) -> str | None:
         """The vocabulary entry of ``token_id`` (as spelled in the vocabulary), None when out of range."""

@@ -32,9 +32,11 @@ class _At(Enum):
 class CallObjectScanner:
     """One call object's top level; mutable. ``name``: the function's name once read (None before,
     or when it is not a string); ``arguments_done``: the arguments object is complete; ``bad``: the
-    text cannot be a call object."""
+    text cannot be a call object. ``key``: the member that holds the arguments (Llama 3 writes
+    ``parameters``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, key: str = "arguments") -> None:
+        self.key = key
         self.name: str | None = None
         self.arguments_done = False
         self._at = _At.OPEN
@@ -64,7 +66,7 @@ class CallObjectScanner:
         return "".join(out)
 
     def _in_arguments(self) -> bool:
-        return self._key == "arguments" and self._raw.startswith("{") and not self.arguments_done
+        return self._key == self.key and self._raw.startswith("{") and not self.arguments_done
 
     def _step(self, char: str) -> None:
         at = self._at
@@ -140,7 +142,7 @@ class CallObjectScanner:
     def _value_done(self) -> None:
         if self._key == "name" and self.name is None:
             self.name = _string(self._raw)
-        elif self._key == "arguments" and self._raw.startswith("{"):
+        elif self._key == self.key and self._raw.startswith("{"):
             self.arguments_done = True
         self._at = _At.AFTER_VALUE
 
@@ -153,8 +155,8 @@ def _string(raw: str) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def raw_arguments(body: str) -> str | None:
-    """The ``arguments`` object of call object ``body`` as written (None when it has none)."""
-    scanner = CallObjectScanner()
+def raw_arguments(body: str, key: str = "arguments") -> str | None:
+    """The ``key`` object of call object ``body`` as written (None when it has none)."""
+    scanner = CallObjectScanner(key)
     text = scanner.feed(body)
     return text if scanner.arguments_done else None

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from kvgate.gateway.core.call_json import CallObjectScanner
 from kvgate.gateway.core.tool_calls import new_call_id, partial_tag, read_call
@@ -136,11 +137,25 @@ class CallStreamer:
         return [CallStart(call.id, call.name), CallArguments(call.arguments), CallEnd()]
 
 
-def split_streamed(text: str, names: Collection[str]) -> tuple[str | None, list[ToolCall]]:
-    """A whole answer read as its stream is: its content (None when there is none besides its calls)
-    and its calls, each with the arguments its fragments concatenate to (a call cut off by the end
-    keeps what was written). The non-streamed form of the same answer, equal to it by construction."""
-    streamer = CallStreamer(names)
+class Streamer(Protocol):
+    """What reads calls from a choice's text as it streams (:class:`CallStreamer`, or a streamer of
+    other formats: :mod:`kvgate.gateway.core.call_formats`)."""
+
+    calls: int
+
+    def feed(self, text: str) -> list[StreamPiece]: ...
+
+    def finish(self) -> list[StreamPiece]: ...
+
+
+def split_streamed(
+    text: str, names: Collection[str], streamer: Streamer | None = None
+) -> tuple[str | None, list[ToolCall]]:
+    """A whole answer read as its stream is (by ``streamer``; None: a :class:`CallStreamer` of
+    ``names``): its content (None when there is none besides its calls) and its calls, each with the
+    arguments its fragments concatenate to (a call cut off by the end keeps what was written). The
+    non-streamed form of the same answer, equal to it by construction."""
+    streamer = streamer or CallStreamer(names)
     content: list[str] = []
     calls: list[ToolCall] = []
     for piece in streamer.feed(text) + streamer.finish():

@@ -114,6 +114,7 @@ class JobBuilder:
             cache_key=request.cache_key,
             deadline_s=deadline_s,
             tenant=tenant,
+            reads_calls=request.reads_calls,
         )
 
     def _check_stops(self, stops: tuple[str, ...]) -> None:

@@ -63,7 +63,8 @@ class GenerateRequest:
     cache, never reaches another's. ``deadline_s``: the client's own deadline (``time.monotonic``),
     if sooner than the gateway's. ``request_id``: the id the front already gave the request (unique;
     None: the core assigns one). ``constraint_param``: the front's name of the field an output
-    constraint (``sampling["constraint"]``) came in, named when it is refused.
+    constraint (``sampling["constraint"]``) came in, named when it is refused. ``reads_calls``: the
+    answer is read for tool calls (the served model's call markers stay in its text).
     """
 
     model: str
@@ -76,3 +77,4 @@ class GenerateRequest:
     deadline_s: float | None = None
     request_id: str | None = None
     constraint_param: str = "response_format"
+    reads_calls: bool = False

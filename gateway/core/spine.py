@@ -17,6 +17,7 @@ import numpy as np
 
 from kvgate.gateway.core.admission import InFlightGate
 from kvgate.gateway.core.auth import Authenticator
+from kvgate.gateway.core.call_formats import HERMES, CallFormat, CallReading
 from kvgate.gateway.core.constraints import ConstraintChecker
 from kvgate.gateway.core.jobs import JobBuilder
 from kvgate.gateway.core.models import ModelCatalog
@@ -50,6 +51,7 @@ class RequestCore:
         generator: TextGenerator,
         constraints: ConstraintChecker,
         diagnostics: CacheDiagnostics | None = None,
+        call_formats: tuple[CallFormat, ...] = (HERMES,),
     ) -> None:
         self.settings = settings
         self.auth = auth
@@ -60,6 +62,7 @@ class RequestCore:
         self._generator = generator
         self._constraints = constraints
         self._diagnostics = diagnostics
+        self._call_formats = call_formats
         self.models = ModelCatalog(settings.model_name, dispatcher.adapters)
 
     @property
@@ -70,6 +73,11 @@ class RequestCore:
         """Workers requests (of LoRA adapter ``adapter_id``, when set) can be sent to now
         (quarantined ones included: the last resort)."""
         return self._dispatcher.routable_count(adapter_id)
+
+    def call_reading(self, names: frozenset[str] | None) -> CallReading | None:
+        """How the calls to ``names`` (a request's declared functions) are read from its answer, in
+        the formats the served model writes; None when no calls are read (``names`` None)."""
+        return None if names is None else CallReading(names, self._call_formats)
 
     def authenticate(self, headers: Mapping[str, str], count: bool = True) -> Caller:
         """1. The caller of a front's lower-cased headers or metadata; UNAUTHENTICATED for a bad key.

@@ -61,15 +61,22 @@ class TextDone:
 
 
 class TextGenerator:
-    def __init__(self, dispatcher: Dispatcher, tokenizer: Tokenizer) -> None:
+    """``markers``: the ids of the served model's tool-call markers that are special tokens; shown in
+    the text of a job that reads calls (``Job.reads_calls``), every other special token hidden."""
+
+    def __init__(
+        self, dispatcher: Dispatcher, tokenizer: Tokenizer, markers: frozenset[int] = frozenset()
+    ) -> None:
         self._dispatcher = dispatcher
         self._tokenizer = tokenizer
+        self._markers = markers
 
     async def stream(self, job: Job) -> AsyncIterator[TextDelta | ChoiceEnded | TextDone]:
         """Yields deltas (and, with ``n`` > 1, each choice's ChoiceEnded) then one TextDone;
         UpstreamError subclasses propagate. Closing the iterator early cancels the request on its
         worker. Each choice is detokenized and trimmed at its stop strings on its own."""
-        choices = [_Choice(self._tokenizer, job) for _ in range(job.sampling.n)]
+        keep = self._markers if job.reads_calls else frozenset()
+        choices = [_Choice(self._tokenizer, job, keep) for _ in range(job.sampling.n)]
         scoring = job.sampling.prompt_logprobs is not None  # until choice 0's first delta
         async with contextlib.aclosing(self._dispatcher.stream(job)) as items:
             async for item in items:
@@ -119,8 +126,9 @@ class TextGenerator:
 class _Choice:
     """One choice's detokenizer and stop trimmer."""
 
-    def __init__(self, tokenizer: Tokenizer, job: Job) -> None:
-        self._detok = IncrementalDetokenizer(tokenizer, job.token_ids.tolist(), skip_special_tokens=True)
+    def __init__(self, tokenizer: Tokenizer, job: Job, keep: frozenset[int]) -> None:
+        prompt = job.token_ids.tolist()
+        self._detok = IncrementalDetokenizer(tokenizer, prompt, skip_special_tokens=True, keep=keep)
         self.stops = StopTrimmer(job.sampling.stop)
 
     def feed(self, token_ids: tuple[int, ...]) -> str:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
+from kvgate.gateway.core.call_formats import CallReading
 from kvgate.gateway.core.textgen import TextDelta, TextDone
-from kvgate.gateway.core.tool_calls import split_calls
 from kvgate.gateway.http_api.anthropic_tool_events import ToolBlocks
 from kvgate.gateway.http_api.anthropic_tools import tool_use_json
 from kvgate.proto.sampling import CacheHint, FinishReason, Usage
@@ -36,14 +36,14 @@ def stop_reason(done: TextDone) -> tuple[str, str | None]:
 
 def message(
     mid: str, model: str, text: str, done: TextDone, hint: CacheHint | None,
-    tools: Collection[str] | None = None,
+    tools: CallReading | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """The whole answer of a non-streamed request; ``tools``: the tools whose calls are read from it
+    """The whole answer of a non-streamed request; ``tools``: how the calls are read from it
     (None: none are), each a ``tool_use`` block (then ``stop_reason`` is ``tool_use``)."""
     reason, sequence = stop_reason(done)
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]
     if tools is not None:
-        words, calls = split_calls(text, tools)
+        words, calls = tools.split_whole(text)
         content = [{"type": "text", "text": words}] if words or not calls else []
         content += [tool_use_json(call) for call in calls]
         reason = "tool_use" if calls and reason == "end_turn" else reason
@@ -65,11 +65,11 @@ def event(kind: str, payload: dict[str, Any]) -> bytes:
 
 
 def renderer(
-    mid: str, model: str, hint: CacheHint | None, prompt_tokens: int, tools: Collection[str] | None = None
+    mid: str, model: str, hint: CacheHint | None, prompt_tokens: int, tools: CallReading | None = None
 ) -> Callable[[TextDelta | TextDone], list[bytes]]:
     """Text stream -> Anthropic's events: message_start and content_block_start before the first
     item, a content_block_delta per delta, then content_block_stop, message_delta, message_stop. With
-    ``tools`` (the tools whose calls are read), each call is a ``tool_use`` block (see
+    ``tools`` (how calls are read), each call is a ``tool_use`` block (see
     :class:`ToolBlocks`) and a stream that called stops with ``tool_use``."""
     state = {"started": False}
     blocks = None if tools is None else ToolBlocks(tools, event)

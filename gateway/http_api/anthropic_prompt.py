@@ -29,6 +29,7 @@ def anthropic_request(body: MessagesRequest) -> GenerateRequest:
         tuple(body.stop_sequences or ()),
         cache_key=body.prompt_cache_key,
         constraint_param="tools",
+        reads_calls=anthropic_tools.readable_names(body) is not None,
     )
 
 

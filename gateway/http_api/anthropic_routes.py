@@ -31,7 +31,7 @@ def build_anthropic_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         caller: Caller = Depends(auth),  # noqa: B008
     ) -> Response:
         job = await core.prepare(with_id(anthropic_request(body), request), caller)
-        mid, hint, tools = f"msg_{job.request_id}", job.cache_hint, readable_names(body)
+        mid, hint, tools = f"msg_{job.request_id}", job.cache_hint, core.call_reading(readable_names(body))
         if not body.stream:
             answer = await collect_while_connected(core.generate(job), request)
             if answer is None:

@@ -5,10 +5,11 @@ text block the message starts with."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from typing import Any
 
-from kvgate.gateway.core.tool_calls import CallScanner, Piece
+from kvgate.gateway.core.call_formats import CallReading
+from kvgate.gateway.core.tool_calls import Piece
 from kvgate.gateway.http_api.anthropic_tools import tool_use_json
 
 Event = Callable[[str, dict[str, Any]], bytes]
@@ -17,8 +18,8 @@ Event = Callable[[str, dict[str, Any]], bytes]
 class ToolBlocks:
     """The content blocks of one streamed answer; mutable. ``event`` writes one server-sent event."""
 
-    def __init__(self, names: Collection[str], event: Event) -> None:
-        self._scanner = CallScanner(names)
+    def __init__(self, reading: CallReading, event: Event) -> None:
+        self._scanner = reading.scanner()
         self._event = event
         self._index = 0
         self._open: str | None = "text"  # the kind of the open block (block 0, text, opens the stream)

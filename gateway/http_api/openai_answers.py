@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import replace
 
+from kvgate.gateway.core.call_formats import CallReading
 from kvgate.gateway.core.textgen import ChoiceEnded, TextDelta, TextDone, TokenText
 from kvgate.gateway.http_api import openai_format as fmt
 from kvgate.gateway.http_api.openai_tool_stream import ToolDeltas
@@ -91,11 +92,11 @@ def _summed(dones: list[TextDone]) -> TextDone:
 
 
 def chat_renderer(
-    rid: str, model: str, choices: int, usage: bool, logprobs: bool, tools: Collection[str] | None = None
+    rid: str, model: str, choices: int, usage: bool, logprobs: bool, tools: CallReading | None = None
 ) -> Renderer:
     """OpenAI's chat chunks: the role of every choice first, then content (with its log-probabilities
-    when asked), each choice's finish as it ends, and the usage last when asked. With ``tools`` (the
-    functions whose calls are read), calls stream as ``tool_calls`` deltas (see :class:`ToolDeltas`)."""
+    when asked), each choice's finish as it ends, and the usage last when asked. With ``tools`` (how
+    calls are read), calls stream as ``tool_calls`` deltas (see :class:`ToolDeltas`)."""
     started = [False]
     calls = None if tools is None else ToolDeltas(rid, model, tools)
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kvgate.gateway.core.call_stream import split_streamed
+from kvgate.gateway.core.call_formats import CallReading
 from kvgate.gateway.core.textgen import TextDone, TokenText
 from kvgate.gateway.core.tools import ToolCall
 from kvgate.proto.sampling import Usage
@@ -51,9 +51,9 @@ class Choice:
 
 def chat_response(
     rid: str, model: str, choices: list[Choice], done: TextDone, logprobs: bool,
-    tools: Collection[str] | None = None,
+    tools: CallReading | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """``tools``: the functions whose calls are read from each choice's text (None: none are)."""
+    """``tools``: how calls are read from each choice's text (None: none are)."""
     return {
         "id": rid,
         "object": "chat.completion",
@@ -65,11 +65,11 @@ def chat_response(
     }
 
 
-def _chat_choice(c: Choice, done: TextDone, logprobs: bool, tools: Collection[str] | None) -> dict[str, Any]:
+def _chat_choice(c: Choice, done: TextDone, logprobs: bool, tools: CallReading | None) -> dict[str, Any]:
     finish = c.finish_reason or done.finish_reason.value
     message: dict[str, Any] = {"role": "assistant", "content": c.text}
     if tools is not None:
-        content, calls = split_streamed(c.text, tools)  # as the stream reads it
+        content, calls = tools.split(c.text)  # as the stream reads it
         message = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = [call_json(call) for call in calls]

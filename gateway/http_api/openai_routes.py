@@ -63,6 +63,7 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
         cache_key=body.prompt_cache_key,
         client_salt=body.cache_salt or "",
         constraint_param=constraint_param,
+        reads_calls=isinstance(body, ChatCompletionRequest) and openai_tools.readable_names(body) is not None,
     )
 
 
@@ -145,7 +146,7 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
     ) -> Response:
         job = await core.prepare(with_id(openai_request(body), request), caller)
         rid, logprobs = f"chatcmpl-{job.request_id}", bool(body.logprobs)
-        tools = openai_tools.readable_names(body)
+        tools = core.call_reading(openai_tools.readable_names(body))
         render = answers.chat_renderer(rid, body.model, body.choices, _usage_wanted(body), logprobs, tools)
         to_json = functools.partial(fmt.chat_response, rid, body.model, logprobs=logprobs, tools=tools)
         return await _answer([core.generate(job)], body, to_json, render, request)

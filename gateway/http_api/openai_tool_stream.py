@@ -2,24 +2,25 @@
 deltas; each call's first ``tool_calls`` delta carries its ``index`` among the choice's calls, its
 ``id``, ``type`` and ``function.name`` with ``arguments: ""``, and the next ones (``index`` and
 ``function.arguments`` only) the arguments' JSON text as the model writes it
-(:class:`~kvgate.gateway.core.call_stream.CallStreamer`); clients concatenate them. A choice that
-called ends with ``finish_reason: "tool_calls"``."""
+(:class:`~kvgate.gateway.core.call_stream.CallStreamer`; in a family's own format, the whole
+arguments once its block is read: :mod:`kvgate.gateway.core.call_formats`); clients concatenate
+them. A choice that called ends with ``finish_reason: "tool_calls"``."""
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Any
 
-from kvgate.gateway.core.call_stream import CallEnd, CallStart, CallStreamer, StreamPiece
+from kvgate.gateway.core.call_formats import CallReading
+from kvgate.gateway.core.call_stream import CallEnd, CallStart, Streamer, StreamPiece
 from kvgate.gateway.http_api import openai_format as fmt
 
 
 class ToolDeltas:
     """The deltas of every choice of one stream; mutable, one per stream."""
 
-    def __init__(self, rid: str, model: str, names: Collection[str]) -> None:
-        self._rid, self._model, self._names = rid, model, names
-        self._streamers: dict[int, CallStreamer] = {}
+    def __init__(self, rid: str, model: str, reading: CallReading) -> None:
+        self._rid, self._model, self._reading = rid, model, reading
+        self._streamers: dict[int, Streamer] = {}
 
     def text(self, index: int, text: str, logprobs: dict[str, Any] | None) -> list[bytes]:
         """The chunks ``text`` completes for choice ``index`` (``logprobs`` go with the first, or
@@ -40,8 +41,10 @@ class ToolDeltas:
         chunks.append(fmt.chat_chunk(self._rid, self._model, {}, finish, index))
         return [fmt.sse(c) for c in chunks]
 
-    def _streamer(self, index: int) -> CallStreamer:
-        return self._streamers.setdefault(index, CallStreamer(self._names))
+    def _streamer(self, index: int) -> Streamer:
+        if index not in self._streamers:
+            self._streamers[index] = self._reading.streamer()
+        return self._streamers[index]
 
     def _chunks(self, index: int, pieces: list[StreamPiece]) -> list[dict[str, Any]]:
         call = self._streamer(index).calls - sum(isinstance(p, CallStart) for p in pieces) - 1  # the open one

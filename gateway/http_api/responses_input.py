@@ -50,7 +50,12 @@ def responses_request(body: ResponsesRequest, earlier: Sequence[dict[str, str]])
     sampling = {"temperature": body.temperature, "top_p": body.top_p, "seed": body.seed,
                 "max_tokens": body.max_output_tokens, "constraint": constraint}  # fmt: skip
     return GenerateRequest(
-        body.model, ChatInput(messages), sampling, cache_key=body.prompt_cache_key, constraint_param=param
+        body.model,
+        ChatInput(messages),
+        sampling,
+        cache_key=body.prompt_cache_key,
+        constraint_param=param,
+        reads_calls=readable_names(body) is not None,
     )
 
 

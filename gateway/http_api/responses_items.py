@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Collection
 from typing import Any
 
-from kvgate.gateway.core.call_stream import CallArguments, CallEnd, CallStart, CallStreamer, StreamPiece
+from kvgate.gateway.core.call_formats import CallReading
+from kvgate.gateway.core.call_stream import CallArguments, CallEnd, CallStart, StreamPiece
 from kvgate.gateway.core.tools import CALL_OPEN, ToolCall, assistant_turn
 
 Event = dict[str, Any]
@@ -32,8 +32,8 @@ def item_id(prefix: str) -> str:
 class OutputItems:
     """One response's output; mutable, one per response."""
 
-    def __init__(self, tools: Collection[str] | None) -> None:
-        self._scanner = CallStreamer(tools) if tools is not None else None
+    def __init__(self, tools: CallReading | None) -> None:
+        self._scanner = tools.streamer() if tools is not None else None
         self.items: list[dict[str, Any]] = []  # finished items, in output order
         self._open: dict[str, Any] | None = None  # the message or the call being written
         self._parts: list[str] = []  # its text or arguments so far

@@ -129,7 +129,10 @@ def build_responses_router(core: RequestCore, auth: HttpAuth, store: ResponseSto
         earlier = (await stored(caller, previous, "previous_response_id")).turns if previous else ()
         job = await _prepared(core, with_id(responses_request(body, earlier), request), caller)
         shape = ResponseShape(f"resp_{job.request_id}", int(time.time()), body)
-        turn, output = _Turn(body, earlier, store, caller.tenant.name), OutputItems(readable_names(body))
+        turn, output = (
+            _Turn(body, earlier, store, caller.tenant.name),
+            OutputItems(core.call_reading(readable_names(body))),
+        )
         if body.stream:
             render = ResponseEvents(shape, output)
             chunks = _rendered(core.generate(job), render, turn, output)

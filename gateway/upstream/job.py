@@ -30,6 +30,7 @@ class Job:
     cache_key: str | None = None
     deadline_s: float | None = None
     tenant: str = ""  # the name of the tenant it is for (the diagnosis record's key)
+    reads_calls: bool = False  # its text is read for tool calls: their special-token markers are shown
 
     @property
     def prompt_tokens(self) -> int:

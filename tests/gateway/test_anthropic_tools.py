@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kvgate.gateway.core.call_formats import CallReading
 from kvgate.gateway.core.tools import ChoiceMode, ToolCall
 from kvgate.gateway.errors import GatewayError
 from kvgate.gateway.http_api.anthropic_schemas import MessagesRequest
@@ -75,7 +76,7 @@ def event(kind: str, payload: dict[str, Any]) -> bytes:
 
 
 def test_streamed_blocks_open_fill_and_close_in_order_around_a_call() -> None:
-    blocks = ToolBlocks({"add"}, event)
+    blocks = ToolBlocks(CallReading(frozenset({"add"})), event)
     found = events_of([*blocks.text("Let me add. " + CALL[:9]), *blocks.text(CALL[9:] + "\nDone."),
                        *blocks.end()])  # fmt: skip
     assert [(k, e.get("index")) for k, e in found] == [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from kvgate.gateway.core.call_formats import CallReading
 from kvgate.gateway.http_api.responses_items import OutputItems
 
 CALL = '<tool_call>\n{"name": "weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
@@ -15,7 +16,7 @@ ANSWER = f"Let me look.\n{CALL}\nThen: {CALL}"
 def built(
     pieces: list[str], tools: frozenset[str] | None = frozenset({"weather"})
 ) -> tuple[OutputItems, list]:
-    output = OutputItems(tools)
+    output = OutputItems(None if tools is None else CallReading(tools))
     events = [e for piece in pieces for e in output.text(piece)] + output.finish(complete=True)
     return output, events
 

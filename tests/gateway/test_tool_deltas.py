@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from kvgate.gateway.core.call_formats import CallReading
 from kvgate.gateway.core.call_stream import split_streamed
 from kvgate.gateway.http_api.openai_tool_stream import ToolDeltas
 from kvgate.gateway.http_api.responses_items import OutputItems
@@ -26,7 +27,7 @@ def events(chunks: list[bytes]) -> list[dict[str, Any]]:
 
 
 def test_chat_deltas_start_each_call_then_stream_its_arguments() -> None:
-    deltas = ToolDeltas("chatcmpl-1", "m", NAMES)
+    deltas = ToolDeltas("chatcmpl-1", "m", CallReading(frozenset(NAMES)))
     chunks = [c for piece in pieces(TEXT) for c in events(deltas.text(0, piece, None))]
     chunks += events(deltas.end(0, "stop"))
     calls = [d for c in chunks for d in c["choices"][0]["delta"].get("tool_calls", [])]
@@ -47,7 +48,7 @@ def test_chat_deltas_start_each_call_then_stream_its_arguments() -> None:
 
 
 def test_responses_events_add_each_call_stream_its_arguments_and_finish_it() -> None:
-    output = OutputItems(NAMES)
+    output = OutputItems(CallReading(frozenset(NAMES)))
     found = [e for piece in pieces(TEXT) for e in output.text(piece)] + output.finish(True)
     kinds = [e["type"] for e in found]
     added = [e["item"] for e in found if e["type"] == "response.output_item.added"]

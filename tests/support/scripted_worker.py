@@ -68,6 +68,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
     active: int = 0
     hints: list[CacheHint] = field(default_factory=list)
     needs_resync: bool = False  # a publish to the index failed: the owner re-registers and resyncs
+    reply: tuple[int, ...] = ()  # when set, every answer is these tokens (as many as fit), then STOP
     _seq: int = 0
     _server: grpc.aio.Server | None = None
     _subscribers: list[asyncio.Queue] = field(default_factory=list)
@@ -131,7 +132,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
             await asyncio.sleep((len(ids) - cached) * self.prefill_delay_per_token_s)
         sampling = convert.sampling_params_from_proto(request.sampling)
         produced = 0
-        for i in range(sampling.max_tokens):
+        for i in range(min(sampling.max_tokens, len(self.reply) or sampling.max_tokens)):
             if self.mode is Mode.FAIL_AFTER_TWO and produced == 2:
                 await context.abort(grpc.StatusCode.INTERNAL, "engine crashed")
             if self.mode is Mode.STALL_AFTER_TWO and produced == 2:
@@ -139,13 +140,17 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
             await asyncio.sleep(self.token_delay_s)
             produced += 1
             yield worker_pb2.GenerateResponse(
-                tokens=worker_pb2.TokenBatch(token_ids=[(ids[-1] + i + 1) % EOS])
+                tokens=worker_pb2.TokenBatch(
+                    token_ids=[self.reply[i] if self.reply else (ids[-1] + i + 1) % EOS]
+                )
             )
         usage = Usage(len(ids), produced, cached, cached, 0)
         self.served.append(request.request_id)
         yield worker_pb2.GenerateResponse(
             final=worker_pb2.FinalResult(
-                finish_reason=convert.finish_reason_to_proto(FinishReason.LENGTH),
+                finish_reason=convert.finish_reason_to_proto(
+                    FinishReason.STOP if self.reply and produced == len(self.reply) else FinishReason.LENGTH
+                ),
                 usage=convert.usage_to_proto(usage),
             )
         )
