@@ -61,6 +61,9 @@ CASES: dict[str, tuple[str, Read]] = {
     "mistral list": (
         f'Sure. [TOOL_CALLS] [{WEATHER}, {{"name": "add", "arguments": {{"a": 3}}}}] ok',
         ["Sure.", ("weather", '{"city": "Oslo"}'), ("add", '{"a": 3}'), "ok"]),
+    "escaped quotes and brackets in strings": (
+        r'{"name": "add", "parameters": {"note": "a \" } ] b"}} after',
+        [("add", r'{"note": "a \" } ] b"}'), "after"]),
     "mistral without arguments": ('[TOOL_CALLS][{"name": "weather"}]', [("weather", "{}")]),
 }  # fmt: skip
 
@@ -95,6 +98,12 @@ def test_a_possible_marker_is_held_back_then_released() -> None:
     assert read(scanner.feed("S] here <|pyth")) == [" [TOOLS] here"]
     assert read(scanner.feed("on|> <tool")) == [" <|python|>"]
     assert read(scanner.finish()) == [" <tool"]
+
+
+def test_a_marker_not_followed_by_its_block_is_given_out_at_once() -> None:
+    scanner = FormatScanner(NAMES, ALL)
+    assert read(scanner.feed("[TOOL_CALLS] I cannot")) == ["[TOOL_CALLS] I cannot"]
+    assert read(scanner.feed(" do that.") + scanner.finish()) == [" do that."]
 
 
 def test_json_is_a_bare_llama_call_only_at_the_start_of_the_answer() -> None:

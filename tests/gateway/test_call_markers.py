@@ -25,8 +25,11 @@ TEMPLATE = (
 )
 
 
-def tiny_tokenizer(specials: tuple[str, ...] = ("<|eot_id|>", "<|python_tag|>", "<|start|>")) -> Tokenizer:
-    """A byte-level BPE trained on a few lines, ``specials`` added as special tokens (ids 0, 1, ...)."""
+def tiny_tokenizer(
+    specials: tuple[str, ...] = ("<|eot_id|>", "<|python_tag|>", "<|start|>"), plain: tuple[str, ...] = ()
+) -> Tokenizer:
+    """A byte-level BPE trained on a few lines, ``specials`` added as special tokens (ids 0, 1, ...),
+    ``plain`` as added tokens that are not special."""
     backend = tokenizers.Tokenizer(models.BPE())
     backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     backend.decoder = decoders.ByteLevel()
@@ -35,6 +38,7 @@ def tiny_tokenizer(specials: tuple[str, ...] = ("<|eot_id|>", "<|python_tag|>", 
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )  # fmt: skip
     backend.train_from_iterator([CALL, "Hello there, what is the weather in Oslo today?"], trainer)
+    backend.add_tokens(list(plain))
     return Tokenizer(backend, SpecialTokens(None, (0,)), TEMPLATE)
 
 
@@ -68,6 +72,9 @@ def test_formats_and_kept_markers_follow_the_served_tokenizer() -> None:
     assert served_formats(mistral) == (HERMES, MISTRAL)
     plain = tiny_tokenizer(("<|eot_id|>", "<|start|>"))
     assert served_formats(plain) == (HERMES,)
+    shown = tiny_tokenizer(("<|eot_id|>",), plain=("<|python_tag|>",))  # never hidden: nothing to keep
+    assert served_formats(shown) == (HERMES, LLAMA_JSON)
+    assert marker_ids(shown, served_formats(shown)) == frozenset()
     assert marker_ids(plain, (HERMES,)) == frozenset()
 
 
@@ -83,7 +90,7 @@ async def test_a_tagged_call_is_read_through_the_http_fronts_and_the_tag_never_s
     tokenizer = tiny_tokenizer()
     async with running_gateway(tokenizer) as live:
         for worker in live.workers:
-            worker.reply = tuple(ids(tokenizer, f"<|python_tag|>{CALL}<|eot_id|>"))
+            worker.reply = tuple(ids(tokenizer, f"Checking.<|python_tag|>{CALL}<|eot_id|>"))
         async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
             body = {"model": MODEL, "messages": ASK, "tools": TOOLS, "max_tokens": 100}
             plain = (await http.post("/v1/chat/completions", json=body)).json()["choices"][0]
@@ -92,16 +99,27 @@ async def test_a_tagged_call_is_read_through_the_http_fronts_and_the_tag_never_s
             claude = {"model": MODEL, "messages": ASK, "max_tokens": 100,
                       "tools": [{"name": "weather", "input_schema": {"type": "object"}}]}  # fmt: skip
             anthropic = (await http.post("/v1/messages", json=claude)).json()
+            tools = [{"type": "function", "name": "weather", "parameters": {"type": "object"}}]
+            responses = {
+                "model": MODEL,
+                "input": "Weather in Oslo?",
+                "tools": tools,
+                "max_output_tokens": 100,
+            }
+            response = (await http.post("/v1/responses", json=responses)).json()
     assert plain["finish_reason"] == "tool_calls"
-    assert plain["message"]["content"] is None
+    assert plain["message"]["content"] == "Checking."
     assert [c["function"] for c in plain["message"]["tool_calls"]] == [
         {"name": "weather", "arguments": '{"city": "Oslo"}'}
     ]
     deltas = [c["choices"][0]["delta"] for c in streamed if c["choices"]]
-    assert "".join(d.get("content") or "" for d in deltas) == ""
+    assert "".join(d.get("content") or "" for d in deltas) == "Checking."
     calls = [d["tool_calls"][0]["function"] for d in deltas if "tool_calls" in d]
     assert calls[0]["name"] == "weather"
     assert "".join(c["arguments"] for c in calls) == '{"city": "Oslo"}'
-    assert untooled["choices"][0]["message"]["content"] == CALL  # no tools: the tag stays hidden
-    assert [b["type"] for b in anthropic["content"]] == ["tool_use"]
-    assert anthropic["content"][0]["input"] == {"city": "Oslo"}
+    assert untooled["choices"][0]["message"]["content"] == f"Checking.{CALL}"  # no tools: tag hidden
+    assert [b["type"] for b in anthropic["content"]] == ["text", "tool_use"]
+    assert anthropic["content"][0]["text"] == "Checking."
+    assert anthropic["content"][1]["input"] == {"city": "Oslo"}
+    assert [i["type"] for i in response["output"]] == ["message", "function_call"]
+    assert response["output"][1]["arguments"] == '{"city": "Oslo"}'
