@@ -75,6 +75,11 @@ def test_formats_and_kept_markers_follow_the_served_tokenizer() -> None:
     shown = tiny_tokenizer(("<|eot_id|>",), plain=("<|python_tag|>",))  # never hidden: nothing to keep
     assert served_formats(shown) == (HERMES, LLAMA_JSON)
     assert marker_ids(shown, served_formats(shown)) == frozenset()
+    qwen = tiny_tokenizer(("<|eot_id|>", "<tool_call>", "</tool_call>"))  # a GGUF may make them control
+    assert served_formats(qwen) == (HERMES,)
+    assert marker_ids(qwen, (HERMES,)) == {
+        qwen.backend.token_to_id(t) for t in ("<tool_call>", "</tool_call>")
+    }
     assert marker_ids(plain, (HERMES,)) == frozenset()
 
 

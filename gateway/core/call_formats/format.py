@@ -15,13 +15,14 @@ from kvgate.gateway.core.tools import ToolCall
 class CallFormat(Protocol):
     """One way a model writes calls. Stateless; the scanner keeps the state.
 
-    ``name``: how the docs and logs call it. ``markers``: the texts that open a block (a marker that
-    is a special token of the tokenizer is kept in the text for it: see :mod:`.served`).
-    ``bare_start``: a block may also open with no marker, as the first non-blank text of the answer,
-    at its ``{``."""
+    ``name``: how the docs and logs call it. ``markers``: the texts that open a block. ``kept``: every
+    fixed text of the format (markers and closing tags) that must reach the scanner: one that is a
+    special token of the tokenizer is kept in the decoded text (see :mod:`.served`). ``bare_start``:
+    a block may also open with no marker, as the first non-blank text of the answer, at its ``{``."""
 
     name: str
     markers: tuple[str, ...]
+    kept: tuple[str, ...]
     bare_start: bool
 
     def block_length(self, text: str, final: bool) -> int | None:

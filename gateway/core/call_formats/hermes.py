@@ -15,6 +15,7 @@ from kvgate.gateway.core.tools import CALL_CLOSE, CALL_OPEN, ToolCall
 class HermesFormat:
     name: str = "hermes"
     markers: tuple[str, ...] = (CALL_OPEN,)
+    kept: tuple[str, ...] = (CALL_OPEN, CALL_CLOSE)
     bare_start: bool = False
 
     def block_length(self, text: str, final: bool) -> int | None:

@@ -22,6 +22,7 @@ _KEYS = ("parameters", "arguments")
 class LlamaJsonFormat:
     name: str = "llama3_json"
     markers: tuple[str, ...] = (PYTHON_TAG,)
+    kept: tuple[str, ...] = (PYTHON_TAG,)
     bare_start: bool = True
 
     def block_length(self, text: str, final: bool) -> int | None:

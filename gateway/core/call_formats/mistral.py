@@ -17,6 +17,7 @@ TOOL_CALLS = "[TOOL_CALLS]"
 class MistralFormat:
     name: str = "mistral"
     markers: tuple[str, ...] = (TOOL_CALLS,)
+    kept: tuple[str, ...] = (TOOL_CALLS,)
     bare_start: bool = False
 
     def block_length(self, text: str, final: bool) -> int | None:

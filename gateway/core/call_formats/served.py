@@ -2,8 +2,8 @@
 markers is in the chat template's source or among the tokenizer's added tokens (Llama 3.x templates
 name ``<|python_tag|>``, Mistral's ``[TOOL_CALLS]``), always after the Hermes form that kvgate's own
 rendering asks for. Never chosen by the caller: it is a fact about the model. Also the ids of the
-markers that are special tokens: they are kept in an answer's text when its calls are read (else
-decoding with special tokens skipped would drop them before the scanner sees them)."""
+markers (and closing tags) that are special tokens: they are kept in an answer's text when its calls
+are read (else decoding with special tokens skipped would drop them before the scanner sees them)."""
 
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ def served_formats(tokenizer: Tokenizer) -> tuple[CallFormat, ...]:
 
 
 def marker_ids(tokenizer: Tokenizer, formats: Sequence[CallFormat]) -> frozenset[int]:
-    """The ids of ``formats``' markers that are special tokens of ``tokenizer`` (hidden when special
-    tokens are skipped)."""
-    markers = {m for f in formats for m in f.markers}
+    """The ids of ``formats``' fixed texts (``CallFormat.kept``: markers, closing tags) that are
+    special tokens of ``tokenizer`` (hidden when special tokens are skipped)."""
+    markers = {m for f in formats for m in f.kept}
     added = tokenizer.backend.get_added_tokens_decoder().items()
     return frozenset(i for i, t in added if t.special and t.content in markers)
