@@ -33,8 +33,8 @@ class LlamaJsonFormat:
 
     def calls(self, block: str, names: Collection[str]) -> list[ToolCall] | None:
         objects = split_objects(block, ";")
-        calls = [read_object(o, names) for o in objects or ()]
-        return calls if objects and all(calls) else None  # type: ignore[return-value]
+        calls = [call for o in objects or () if (call := read_object(o, names)) is not None]
+        return calls if objects and len(calls) == len(objects) else None
 
 
 def read_object(text: str, names: Collection[str]) -> ToolCall | None:

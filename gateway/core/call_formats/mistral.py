@@ -31,8 +31,8 @@ class MistralFormat:
     def calls(self, block: str, names: Collection[str]) -> list[ToolCall] | None:
         inner = block.strip()
         objects = split_objects(inner[1:-1], ",") if inner.startswith("[") else None
-        calls = [read_object(o, names) for o in objects or ()]
-        return calls if objects and all(calls) else None  # type: ignore[return-value]
+        calls = [call for o in objects or () if (call := read_object(o, names)) is not None]
+        return calls if objects and len(calls) == len(objects) else None
 
 
 MISTRAL = MistralFormat()

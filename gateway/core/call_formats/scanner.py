@@ -58,7 +58,7 @@ class FormatScanner:
         if self._after_call:
             self._buffer = self._buffer.lstrip()
         if self._open is not None:
-            return self._close(out, final)
+            return self._close(*self._open, out, final)
         if not self._said and self._bare(final):
             return self._open is not None
         found = self._next_marker()
@@ -82,8 +82,7 @@ class FormatScanner:
             return True
         return False
 
-    def _close(self, out: list[Piece], final: bool) -> bool:
-        fmt, marker = self._open  # type: ignore[misc]
+    def _close(self, fmt: CallFormat, marker: str, out: list[Piece], final: bool) -> bool:
         length = fmt.block_length(self._buffer, final)
         if length is None:
             return False
