@@ -82,6 +82,7 @@ INVALID = [
     '{"answer": 42}',  # an answer that is JSON
     "[TOOL_CALLS] I cannot call that.",
     '[TOOL_CALLS] [{"name": "weather", "arguments": "Oslo"}]',
+    '[TOOL_CALLS] [{"name": "weather", "arguments": {}}, {"name": "nope", "arguments": {}}]',
     '[TOOL_CALLS] [{"name": "weather", "arguments": {}}',  # cut off
     '<tool_call>{"name": "weather", "arguments": {}}',  # cut off
 ]
