@@ -6,8 +6,8 @@ import json
 from collections.abc import Callable, Collection
 from typing import Any
 
+from kvgate.gateway.core.call_stream import split_streamed
 from kvgate.gateway.core.textgen import TextDelta, TextDone
-from kvgate.gateway.core.tool_calls import split_calls
 from kvgate.gateway.http_api.anthropic_tool_events import ToolBlocks
 from kvgate.gateway.http_api.anthropic_tools import tool_use_json
 from kvgate.proto.sampling import CacheHint, FinishReason, Usage
@@ -39,11 +39,13 @@ def message(
     tools: Collection[str] | None = None,
 ) -> dict[str, Any]:  # fmt: skip
     """The whole answer of a non-streamed request; ``tools``: the tools whose calls are read from it
-    (None: none are), each a ``tool_use`` block (then ``stop_reason`` is ``tool_use``)."""
+    (None: none are), each a ``tool_use`` block (then ``stop_reason`` is ``tool_use``). The calls are
+    read as the stream reads them (a call cut off by the token limit is one, its ``input`` what was
+    complete), so a streamed ``tool_use`` block's fragments are the text of this ``input``."""
     reason, sequence = stop_reason(done)
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]
     if tools is not None:
-        words, calls = split_calls(text, tools)
+        words, calls = split_streamed(text, tools)  # as the stream reads it
         content = [{"type": "text", "text": words}] if words or not calls else []
         content += [tool_use_json(call) for call in calls]
         reason = "tool_use" if calls and reason == "end_turn" else reason
