@@ -38,12 +38,15 @@ def message(
     mid: str, model: str, text: str, done: TextDone, hint: CacheHint | None,
     tools: CallReading | None = None,
 ) -> dict[str, Any]:  # fmt: skip
-    """The whole answer of a non-streamed request; ``tools``: how the calls are read from it
-    (None: none are), each a ``tool_use`` block (then ``stop_reason`` is ``tool_use``)."""
+    """The whole answer of a non-streamed request; ``tools``: how the calls are read from it (None:
+    none are), each a ``tool_use`` block (then ``stop_reason`` is ``tool_use``). The calls are read as
+    the stream reads them (``CallReading.split``: in the Hermes form a call cut off by the token limit
+    is one, its ``input`` what was complete), so a streamed ``tool_use`` block's fragments are the text
+    of this ``input``."""
     reason, sequence = stop_reason(done)
     content: list[dict[str, Any]] = [{"type": "text", "text": text}]
     if tools is not None:
-        words, calls = tools.split_whole(text)
+        words, calls = tools.split(text)  # as the stream reads it
         content = [{"type": "text", "text": words}] if words or not calls else []
         content += [tool_use_json(call) for call in calls]
         reason = "tool_use" if calls and reason == "end_turn" else reason

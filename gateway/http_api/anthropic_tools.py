@@ -8,6 +8,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from pydantic_core import from_json
+
 from kvgate.gateway.core.request import ChatMessages
 from kvgate.gateway.core.tools import ChoiceMode, Tool, ToolCall, ToolChoice, assistant_turn, tool_result_turn
 from kvgate.gateway.errors import invalid
@@ -68,7 +70,23 @@ def turns(role: str, blocks: Sequence[TextBlock | ToolUseBlock | ToolResultBlock
     return results + ([{"role": role, "content": text}] if text or not results else [])
 
 
+def use_id(call_id: str) -> str:
+    """A call's id as Anthropic spells it (``toolu_`` for ``call_``)."""
+    return f"toolu_{call_id.removeprefix('call_')}"
+
+
+def tool_input(arguments: str) -> dict[str, Any]:
+    """The ``input`` of a call whose arguments are the JSON text ``arguments``: the object they write;
+    for a call cut off by the token limit, its members complete so far, as Anthropic's SDK reads the
+    same text streamed (jiter's partial mode: a cut string is left out); ``{}`` when the text is not
+    an object (a model's malformed arguments)."""
+    try:
+        found = from_json(arguments, allow_partial=True)
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 def tool_use_json(call: ToolCall) -> dict[str, Any]:
     """A call as Anthropic writes it: a ``tool_use`` block with its parsed ``input``."""
-    return {"type": "tool_use", "id": f"toolu_{call.id.removeprefix('call_')}", "name": call.name,
-            "input": json.loads(call.arguments)}  # fmt: skip
+    return {"type": "tool_use", "id": use_id(call.id), "name": call.name, "input": tool_input(call.arguments)}

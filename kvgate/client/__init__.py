@@ -10,15 +10,27 @@
 
 :class:`AsyncKVGateClient` is the same over ``grpc.aio``. Both send the API key as call metadata, set a
 deadline on every call, and retry only where that is safe: a call that failed ``UNAVAILABLE`` before
-its first token. Errors are :class:`KVGateError` with the gRPC status. torch-free: it needs only
+its first token. Errors are :class:`KVGateError` with the gRPC status. ``n`` completions of one prompt
+come back as ``Generation.choices``; ``logprobs=True`` (with ``top_logprobs``) and ``prompt_logprobs``
+as :class:`TokenLogprob` s. torch-free: it needs only
 ``grpcio`` and the contract (``kvgate.proto``).
 """
 
 from kvgate.client.aio import AsyncKVGateClient
 from kvgate.client.errors import KVGateError
-from kvgate.client.results import Chunk, Generation, RouteInfo, WorkerMatch
+from kvgate.client.results import (
+    Choice,
+    ChoiceEnd,
+    Chunk,
+    Generation,
+    RouteInfo,
+    TokenLogprob,
+    TopLogprob,
+    WorkerMatch,
+)
 from kvgate.client.sync import KVGateClient
 
 __all__ = [
-    "AsyncKVGateClient", "Chunk", "Generation", "KVGateClient", "KVGateError", "RouteInfo", "WorkerMatch",
+    "AsyncKVGateClient", "Choice", "ChoiceEnd", "Chunk", "Generation", "KVGateClient", "KVGateError",
+    "RouteInfo", "TokenLogprob", "TopLogprob", "WorkerMatch",
 ]  # fmt: skip

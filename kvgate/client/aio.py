@@ -10,7 +10,8 @@ import grpc
 
 from kvgate.client import calls
 from kvgate.client.errors import KVGateError, retryable
-from kvgate.client.results import Chunk, Generation, RouteInfo
+from kvgate.client.replies import Item, Replies
+from kvgate.client.results import Generation, RouteInfo
 from kvgate.proto import gateway_pb2, gateway_pb2_grpc
 
 
@@ -49,28 +50,26 @@ class AsyncKVGateClient:
     async def close(self) -> None:
         await self._channel.close()
 
-    async def stream(
-        self, *, timeout_s: float | None = None, **request: Any
-    ) -> AsyncIterator[Chunk | Generation]:
-        """:class:`Chunk` s as they are generated, then one :class:`Generation` (the whole answer).
-        ``request``: the arguments of :func:`kvgate.client.calls.request` (``prompt`` / ``messages``
-        / ``token_ids``, ``model``, ``sampling``, ``cache_salt``, ...). Breaking out of the loop cancels
-        the request on its worker."""
+    async def stream(self, *, timeout_s: float | None = None, **request: Any) -> AsyncIterator[Item]:
+        """:class:`Chunk` s as they are generated, then one :class:`Generation` (the whole answer);
+        with ``n`` > 1, each choice's chunks (``Chunk.index``) interleaved, and a :class:`ChoiceEnd`
+        as each choice ends. ``request``: the arguments of :func:`kvgate.client.calls.request`
+        (``prompt`` / ``messages`` / ``token_ids``, ``model``, sampling fields, ``n``, ``logprobs``,
+        ``cache_salt``, ...). Breaking out of the loop cancels the request on its worker."""
         message = calls.request(**request)
         for attempt in range(self._retries + 1):
-            chunks: list[Chunk] = []
+            replies = Replies()
             call = self._stub.Generate(message, timeout=timeout_s or self._timeout_s, metadata=self._metadata)
             try:
                 async for reply in call:
-                    if reply.WhichOneof("kind") == "delta":
-                        chunks.append(Chunk(reply.delta.text, tuple(reply.delta.token_ids)))
-                        yield chunks[-1]
-                    else:
-                        yield Generation.of(chunks, reply.final)
+                    item = replies.item(reply)
+                    if item is not None:
+                        yield item
+                    if isinstance(item, Generation):
                         return
                 raise KVGateError(grpc.StatusCode.INTERNAL, "the stream ended without a final message")
             except grpc.aio.AioRpcError as error:
-                if attempt == self._retries or not retryable(error, bool(chunks)):
+                if attempt == self._retries or not retryable(error, replies.output):
                     raise KVGateError.of(error) from None
             finally:
                 call.cancel()

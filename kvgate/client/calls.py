@@ -37,16 +37,31 @@ def request(
     prompt_cache_key: str = "",
     request_id: str = "",
     json_schema: Mapping[str, Any] | None = None,
+    n: int | None = None,
+    logprobs: bool = False,
+    top_logprobs: int | None = None,
+    prompt_logprobs: int | None = None,
 ) -> gateway_pb2.GatewayRequest:
     """The ``GatewayRequest`` of exactly one of ``prompt`` (raw text), ``messages`` (a chat: dicts with
     ``role`` and ``content``) or ``token_ids``; ValueError otherwise. Sampling fields left None take
     the gateway's defaults (``max_tokens`` 16, ``temperature`` 1). ``json_schema``: the output must be
-    one JSON value valid against it (constrained decoding; None: free text)."""
+    one JSON value valid against it (constrained decoding; None: free text). ``n``: completions of the
+    one prompt (None: 1; ValueError below 1). ``logprobs``: each output token's log-probability, with
+    the ``top_logprobs`` most likely tokens' (None: none; ValueError without ``logprobs``, as
+    OpenAI's). ``prompt_logprobs``: every prompt token's, with that many most likely tokens' (None: no
+    prompt log-probabilities; 0: the token's only; the prompt is then computed in full, not taken from
+    the cache). The gateway checks the counts' limits (INVALID_ARGUMENT)."""
     given = [name for name, value in (("prompt", prompt), ("messages", messages), ("token_ids", token_ids))
              if value is not None]  # fmt: skip
     if len(given) != 1:
         raise ValueError(f"give exactly one of prompt, messages or token_ids (got {given or 'none'})")
-    optional = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": seed}
+    if top_logprobs is not None and not logprobs:
+        raise ValueError("top_logprobs needs logprobs=True")
+    if n is not None and n < 1:
+        raise ValueError(f"n must be at least 1 (got {n})")
+    output_logprobs = (top_logprobs or 0) if logprobs else None  # the proto's count: top tokens wanted
+    optional = {"temperature": temperature, "top_p": top_p, "top_k": top_k, "seed": seed, "n": n,
+                "logprobs": output_logprobs, "prompt_logprobs": prompt_logprobs}  # fmt: skip
     sampling = common_pb2.SamplingParams(
         max_tokens=max_tokens or 0, stop=list(stop), **{k: v for k, v in optional.items() if v is not None}
     )

@@ -10,7 +10,8 @@ import grpc
 
 from kvgate.client import calls
 from kvgate.client.errors import KVGateError, retryable
-from kvgate.client.results import Chunk, Generation, RouteInfo
+from kvgate.client.replies import Item, Replies
+from kvgate.client.results import Generation, RouteInfo
 from kvgate.proto import gateway_pb2, gateway_pb2_grpc
 
 
@@ -46,23 +47,23 @@ class KVGateClient:
     def close(self) -> None:
         self._channel.close()
 
-    def stream(self, *, timeout_s: float | None = None, **request: Any) -> Iterator[Chunk | Generation]:
-        """:class:`Chunk` s, then one :class:`Generation`; see ``AsyncKVGateClient.stream``."""
+    def stream(self, *, timeout_s: float | None = None, **request: Any) -> Iterator[Item]:
+        """:class:`Chunk` s (and with ``n`` > 1 each choice's :class:`ChoiceEnd`), then one
+        :class:`Generation`; see ``AsyncKVGateClient.stream``."""
         message = calls.request(**request)
         for attempt in range(self._retries + 1):
-            chunks: list[Chunk] = []
+            replies = Replies()
             call = self._stub.Generate(message, timeout=timeout_s or self._timeout_s, metadata=self._metadata)
             try:
                 for reply in call:
-                    if reply.WhichOneof("kind") == "delta":
-                        chunks.append(Chunk(reply.delta.text, tuple(reply.delta.token_ids)))
-                        yield chunks[-1]
-                    else:
-                        yield Generation.of(chunks, reply.final)
+                    item = replies.item(reply)
+                    if item is not None:
+                        yield item
+                    if isinstance(item, Generation):
                         return
                 raise KVGateError(grpc.StatusCode.INTERNAL, "the stream ended without a final message")
             except grpc.RpcError as error:
-                if attempt == self._retries or not retryable(error, bool(chunks)):
+                if attempt == self._retries or not retryable(error, replies.output):
                     raise KVGateError.of(error) from None
             finally:
                 call.cancel()

@@ -1,6 +1,7 @@
 """``kvgate.client`` against the gateway's real gRPC front (scripted workers): both clients generate,
 stream, route and list models; keys travel as metadata; errors keep their status; only UNAVAILABLE
-before any output is retried."""
+before any output is retried. (``n`` and log-probabilities against a real worker:
+tests/workers/service/test_grpc_logprobs_e2e.py.)"""
 
 from __future__ import annotations
 
@@ -65,6 +66,18 @@ async def test_errors_keep_their_status_and_bad_arguments_are_caught_early(grpc_
         with pytest.raises(ValueError, match="exactly one"):
             await client.generate(prompt="hi", messages=CHAT)
     assert unknown.value.code is grpc.StatusCode.NOT_FOUND
+
+
+def test_n_and_log_probabilities_travel_in_the_sampling_fields() -> None:
+    asked = calls.request(prompt="hi", n=2, logprobs=True, top_logprobs=3, prompt_logprobs=0)
+    assert (asked.sampling.n, asked.sampling.logprobs, asked.sampling.prompt_logprobs) == (2, 3, 0)
+    assert calls.request(prompt="hi", logprobs=True).sampling.logprobs == 0  # the sampled token's only
+    plain = calls.request(prompt="hi").sampling
+    assert (plain.n, plain.HasField("logprobs"), plain.HasField("prompt_logprobs")) == (0, False, False)
+    with pytest.raises(ValueError, match="needs logprobs=True"):
+        calls.request(prompt="hi", top_logprobs=2)
+    with pytest.raises(ValueError, match="at least 1"):
+        calls.request(prompt="hi", n=0)
 
 
 async def test_a_json_schema_travels_as_the_output_constraint(grpc_target: str) -> None:
