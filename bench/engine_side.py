@@ -60,7 +60,7 @@ def load_engine_side(model_path: Path, kernels: str, device: str, dtype: str) ->
     """The model at ``model_path`` loaded as an engine with these settings would load it."""
     base = EngineConfig(CACHE, num_gpu_blocks=1, kernel_backend=kernels, device=device, dtype=dtype)
     backend = get_kernels(base.kernel_backend)
-    model = load_model(model_path, backend, device=base.torch_device, dtype=base.torch_dtype)
+    model = load_model(model_path, backend, device=base.torch_device, dtype=base.torch_dtype, gemm=base.gemm)
     return EngineSide(base, model, backend)
 
 

@@ -16,7 +16,7 @@ from kvgate.cli.cache_args import add_cache_arguments, cache_config
 from kvgate.cli.secret_args import add_insecure_argument, secret_from
 from kvgate.cli.size_args import byte_size
 from kvgate.cluster.lora_spec import LoraPlacement, parse_lora
-from kvgate.cluster.settings import WORKER_DTYPES, ClusterSettings, KVSizing
+from kvgate.cluster.settings import WORKER_DTYPES, WORKER_GEMMS, ClusterSettings, KVSizing
 from kvgate.common.grpc_tls import TlsFiles
 from kvgate.common.models import DEFAULT_MODEL_ID, default_model_path
 from kvgate.gateway.http_api.admin import ADMIN_ENV, admin_ring
@@ -58,6 +58,10 @@ def add_worker_arguments(parser: argparse.ArgumentParser, fixed_ports: bool = Fa
     parser.add_argument("--dtype", default="auto", choices=WORKER_DTYPES,
                         help="weights and KV cache: auto = bfloat16 on a GPU, float32 on a CPU (bfloat16 "
                              "halves memory and is faster on CPUs with AVX-512 BF16 or AMX)")  # fmt: skip
+    parser.add_argument("--gemm", default="auto", choices=WORKER_GEMMS,
+                        help="how projections multiply decode batches on a CPU: auto = the fastest form "
+                             "measured on the model's weights at load (about a second); linear = torch's "
+                             "linear (the same numerics on every run); default auto")  # fmt: skip
     parser.add_argument("--num-gpu-blocks", type=int, default=kv.num_gpu_blocks,
                         help="CPU mode: KV blocks per worker (of --block-size tokens each)")  # fmt: skip
     parser.add_argument("--gpu-memory-fraction", type=float, default=kv.gpu_memory_fraction,
@@ -146,6 +150,7 @@ def settings_from(args: argparse.Namespace, *, local: bool = False) -> ClusterSe
         kv=kv,
         cpus_per_worker=getattr(args, "cpus_per_worker", 1),
         dtype=getattr(args, "dtype", "auto"),
+        gemm=getattr(args, "gemm", "auto"),
         redis_url=args.redis_url,
         port=getattr(args, "port", HTTP_PORT),
         grpc_port=getattr(args, "grpc_port", GRPC_PORT),

@@ -13,6 +13,7 @@ from kvgate.proto.layout import CacheLayout
 
 DEFAULT_CPU_WORKERS = 2
 WORKER_DTYPES = ("auto", "float32", "bfloat16", "float16")
+WORKER_GEMMS = ("auto", "linear", "onednn", "transposed")  # EngineConfig.gemm (checked there too)
 PORTS_PER_NODE = 8  # one worker per GPU, up to 8 per node
 
 
@@ -50,7 +51,8 @@ class ClusterSettings:
     - ``workers``: worker actors to place (None: one per GPU of the cluster, or 2 without GPUs);
       ``cpus_per_worker``: Ray CPUs (and torch threads) per worker on CPU-only clusters; ``dtype``: the
       workers' weights and KV cache (one of :data:`WORKER_DTYPES`; ``auto``: bfloat16 on a GPU, float32
-      on a CPU).
+      on a CPU); ``gemm``: how the workers' projections multiply decode batches
+      (``kvgate.workers.engine.EngineConfig.gemm``; ``auto``: measured at load).
     - ``redis_url``: the shared index (None: embedded, the gateway follows the workers' events).
     - ``ray_address``: join this Ray cluster (None: start a private local one, files in ``ray_temp_dir``).
     - ``host`` / ``port`` / ``grpc_port``: where the gateway listens (HTTP, gRPC).
@@ -76,6 +78,7 @@ class ClusterSettings:
     workers: int | None = None
     cpus_per_worker: int = 1
     dtype: str = "auto"
+    gemm: str = "auto"
     redis_url: str | None = None
     ray_address: str | None = None
     ray_temp_dir: str | None = None
@@ -103,6 +106,8 @@ class ClusterSettings:
             raise ValueError(f"--cpus-per-worker must be >= 1, got {self.cpus_per_worker}")
         if self.dtype not in WORKER_DTYPES:
             raise ValueError(f"--dtype must be one of {', '.join(WORKER_DTYPES)}, got {self.dtype!r}")
+        if self.gemm not in WORKER_GEMMS:
+            raise ValueError(f"--gemm must be one of {', '.join(WORKER_GEMMS)}, got {self.gemm!r}")
         for name in ("port", "grpc_port"):
             if not 0 <= getattr(self, name) < 65536:
                 raise ValueError(f"{name} must lie in [0, 65536)")

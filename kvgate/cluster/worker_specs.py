@@ -42,7 +42,7 @@ def engine_config(settings: ClusterSettings, gpu: bool) -> EngineConfig:
     number of blocks. ``--kv-memory`` sizes the KV tier in bytes on either. The dtype is the settings'
     (``auto``: bfloat16 on a GPU, float32 on a CPU); the KV dtype is the cache layout's."""
     kv = settings.kv
-    common: dict[str, Any] = {"max_model_len": kv.max_model_len}
+    common: dict[str, Any] = {"max_model_len": kv.max_model_len, "gemm": settings.gemm}
     if kv.cpu_kv_memory_bytes is not None:
         common["cpu_kv_memory_bytes"] = kv.cpu_kv_memory_bytes
     else:

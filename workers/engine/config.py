@@ -10,6 +10,7 @@ from kvgate.kernels import kernel_names
 from kvgate.proto.kv_dtype import KVDtype, resolve_kv_dtype
 from kvgate.proto.layout import DEFAULT_TTL_S, CacheLayout
 from kvgate.workers.kv import KVCacheConfig
+from kvgate.workers.model.gemm import GEMM_CHOICES
 
 DEFAULT_KERNEL_BACKEND = "sdpa"  # torch's fused attention: the fast path on any device
 
@@ -60,6 +61,9 @@ class EngineConfig:
       attention; ``reference`` is the slow specification, ``triton`` the GPU kernels).
     - ``device``: a torch device string (``cpu``, ``cuda``, ``cuda:1``); ``dtype``: ``float32``,
       ``bfloat16`` or ``float16``.
+    - ``gemm``: how projections multiply decode-sized batches (``kvgate.workers.model.gemm``):
+      ``auto`` measures the fastest form on the model's weights at load (CPU only); ``linear``
+      (torch's ``linear`` everywhere: the same numerics on every run), ``transposed`` or ``onednn``.
     """
 
     cache: CacheLayout
@@ -75,6 +79,7 @@ class EngineConfig:
     kernel_backend: str = DEFAULT_KERNEL_BACKEND
     device: str = "cpu"
     dtype: str = "float32"
+    gemm: str = "auto"
 
     def __post_init__(self) -> None:
         self._check_gpu_tier()
@@ -89,6 +94,8 @@ class EngineConfig:
             raise ValueError(f"unknown kernel backend {self.kernel_backend!r}; known: {kernel_names()}")
         if self.dtype not in DTYPES:
             raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {self.dtype!r}")
+        if self.gemm not in GEMM_CHOICES:
+            raise ValueError(f"gemm must be one of {', '.join(GEMM_CHOICES)}, got {self.gemm!r}")
         try:
             torch.device(self.device)
         except RuntimeError as exc:

@@ -37,7 +37,7 @@ def load_engine(
     if device.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(f"device {config.device} was asked for, but CUDA is not available")
     kernels = get_kernels(config.kernel_backend)
-    model = load_model(model_path, kernels, device=device, dtype=config.torch_dtype)
+    model = load_model(model_path, kernels, device=device, dtype=config.torch_dtype, gemm=config.gemm)
     loaded = AdapterSet(
         load_peft_adapter(folder, name, model.config).to(device, config.torch_dtype)
         for name, folder in (adapters or {}).items()

@@ -7,6 +7,7 @@ from torch import nn
 
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.model.config import ModelConfig
+from kvgate.workers.model.gemm import Projection
 from kvgate.workers.model.kv_cache import KVCache
 from kvgate.workers.model.layers import RMSNorm
 from kvgate.workers.model.lora import LayerLora
@@ -30,8 +31,8 @@ class Attention(nn.Module):
         self.sizes = [self.num_heads * self.head_dim, *[self.num_kv_heads * self.head_dim] * 2]
         self.scale, self.softcap = config.attention_scale, config.attn_softcap
         self.window = config.window_of(layer)
-        self.qkv = nn.Linear(config.hidden_size, sum(self.sizes), bias=config.qkv_bias, dtype=dtype)
-        self.o = nn.Linear(self.sizes[0], config.hidden_size, bias=config.o_bias, dtype=dtype)
+        self.qkv = Projection(config.hidden_size, sum(self.sizes), bias=config.qkv_bias, dtype=dtype)
+        self.o = Projection(self.sizes[0], config.hidden_size, bias=config.o_bias, dtype=dtype)
         self.q_norm: nn.Module = nn.Identity()
         self.k_norm: nn.Module = nn.Identity()
         if config.qk_norm:

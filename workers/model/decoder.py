@@ -20,11 +20,11 @@ from collections.abc import Sequence
 
 import torch
 from torch import nn
-from torch.nn.functional import linear
 
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.model.attention import Attention
 from kvgate.workers.model.config import ModelConfig
+from kvgate.workers.model.gemm import STANDARD, GemmPlan, Projection
 from kvgate.workers.model.kv_cache import KVCache
 from kvgate.workers.model.layers import GatedMLP, RMSNorm
 from kvgate.workers.model.lora import LayerLora, LoraBatch
@@ -98,8 +98,9 @@ class DecoderModel(nn.Module):
         self.norm = _norm(config, dtype)
         tied = config.tie_word_embeddings
         self.lm_head = (
-            None if tied else nn.Linear(config.hidden_size, config.vocab_size, bias=False, dtype=dtype)
+            None if tied else Projection(config.hidden_size, config.vocab_size, bias=False, dtype=dtype)
         )
+        self.gemm: GemmPlan = STANDARD  # the output head's products (see gemm_tuning.install)
 
     @property
     def output_weight(self) -> torch.Tensor:
@@ -126,6 +127,6 @@ class DecoderModel(nn.Module):
             cos, sin = rotation if layer.attn.window is None else local
             x = layer(x, cos, sin, attn, cache, None if lora is None else lora.at(i))  # [T, hidden]
         x = self.norm(x[attn.logits_indices])  # [B', hidden]
-        logits = linear(x, self.output_weight)  # [B', vocab]
+        logits = self.gemm.project(x, self.output_weight)  # [B', vocab]
         cap = self.config.final_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap

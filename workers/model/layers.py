@@ -7,14 +7,15 @@ from functools import partial
 
 import torch
 from torch import nn
-from torch.nn.functional import gelu, silu
+from torch.nn.functional import silu
 
 from kvgate.workers.model.config import Activation
+from kvgate.workers.model.gemm import Projection
 from kvgate.workers.model.lora import LayerLora
 
-ACTIVATIONS: dict[Activation, Callable[[torch.Tensor], torch.Tensor]] = {
-    "silu": silu,  # SwiGLU
-    "gelu_tanh": partial(gelu, approximate="tanh"),  # GeGLU (Gemma)
+ACTIVATIONS: dict[Activation, Callable[[torch.Tensor], torch.Tensor]] = {  # in place: mutate their input
+    "silu": partial(silu, inplace=True),  # SwiGLU
+    "gelu_tanh": partial(torch.ops.aten.gelu_, approximate="tanh"),  # GeGLU (Gemma)
 }
 
 
@@ -49,16 +50,16 @@ class GatedMLP(nn.Module):
     ) -> None:
         super().__init__()
         self.intermediate, self.act = intermediate, ACTIVATIONS[act]
-        self.gate_up = nn.Linear(hidden, 2 * intermediate, bias=bias, dtype=dtype)
-        self.down = nn.Linear(intermediate, hidden, bias=bias, dtype=dtype)
+        self.gate_up = Projection(hidden, 2 * intermediate, bias=bias, dtype=dtype)
+        self.down = Projection(intermediate, hidden, bias=bias, dtype=dtype)
 
     def forward(self, x: torch.Tensor, lora: LayerLora | None = None) -> torch.Tensor:
         """x ``[T, hidden]`` -> ``[T, hidden]``; ``lora``: the step's adapters' updates, if any."""
         gate_up = self.gate_up(x)  # [T, 2I]
         if lora is not None:
             lora.add("mlp.gate_up", x, gate_up)
-        gate, up = gate_up.split(self.intermediate, dim=-1)  # [T, I] each
-        h = self.act(gate).mul_(up)  # act(gate) is a new tensor: multiplied in place
+        gate, up = gate_up.split(self.intermediate, dim=-1)  # [T, I] each, views of gate_up
+        h = self.act(gate).mul_(up)  # in place in gate_up's gate half: no new [T, I] tensor
         out = self.down(h)
         if lora is not None:
             lora.add("mlp.down", h, out)

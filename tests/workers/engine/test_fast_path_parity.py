@@ -18,6 +18,8 @@ from kvgate.kernels import get_kernels
 from kvgate.proto.layout import CacheLayout
 from kvgate.workers.engine import run_to_completion
 from kvgate.workers.model import DecoderModel, ScheduledSequence, build_step, load_model
+from kvgate.workers.model.gemm import GEMMS, STANDARD
+from kvgate.workers.model.gemm_tuning import install, plan_for
 from tests.workers.engine.helpers import assert_no_leak, engine_for, greedy, request
 from tests.workers.model.conftest import NEW_TOKENS
 from tests.workers.model.harness import PagedRunner
@@ -45,14 +47,35 @@ def _greedy_tokens(model: DecoderModel, tokenizer: Tokenizer, prompts: list[list
     return [list(done[f"r{i}"].token_ids) for i in range(len(prompts))]
 
 
+@pytest.fixture(scope="module")
+def reference_tokens(
+    smollm2_reference: DecoderModel, tokenizer: Tokenizer, chat_prompt: Chat
+) -> list[list[int]]:
+    assert smollm2_reference.layers[0].attn.kernels.name == "reference"
+    return _greedy_tokens(smollm2_reference, tokenizer, _prompts(chat_prompt))
+
+
 def test_fp32_greedy_tokens_equal_the_reference_kernels(
-    smollm2: DecoderModel, smollm2_reference: DecoderModel, tokenizer: Tokenizer, chat_prompt: Chat
+    smollm2: DecoderModel, reference_tokens: list[list[int]], tokenizer: Tokenizer, chat_prompt: Chat
 ) -> None:
     assert smollm2.layers[0].attn.kernels.name == "sdpa"
-    assert smollm2_reference.layers[0].attn.kernels.name == "reference"
-    prompts = _prompts(chat_prompt)
-    expected = _greedy_tokens(smollm2_reference, tokenizer, prompts)
-    assert _greedy_tokens(smollm2, tokenizer, prompts) == expected
+    assert _greedy_tokens(smollm2, tokenizer, _prompts(chat_prompt)) == reference_tokens
+
+
+@pytest.mark.parametrize("form", sorted(set(GEMMS) - {"linear"}))
+def test_fp32_greedy_tokens_hold_under_every_gemm_form(
+    form: str,
+    smollm2: DecoderModel,
+    reference_tokens: list[list[int]],
+    tokenizer: Tokenizer,
+    chat_prompt: Chat,
+) -> None:
+    """Decode steps of 1 and of 2-31 rows run every projection and the output head through ``form``."""
+    install(smollm2, plan_for(smollm2, form))
+    try:
+        assert _greedy_tokens(smollm2, tokenizer, _prompts(chat_prompt)) == reference_tokens
+    finally:
+        install(smollm2, STANDARD)
 
 
 @pytest.fixture(scope="module")

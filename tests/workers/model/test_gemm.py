@@ -1,0 +1,138 @@
+"""Projection products (``kvgate.workers.model.gemm``): every form computes ``linear``'s product, a plan
+routes each (shape, row bucket) to its form and everything else to ``linear``, and the tuner keeps
+``linear`` unless another form is faster by more than its margin."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+import torch
+from torch.nn.functional import linear
+
+from kvgate.workers.model import gemm as gemm_module
+from kvgate.workers.model import gemm_tuning
+from kvgate.workers.model.gemm import GEMMS, MAX_SKINNY_ROWS, GemmPlan, Projection, bucket_of
+
+SHAPE = (96, 48)
+TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2}  # relative to the output's scale
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("rows", [1, 2, 7, 8, 31, 32, 64])
+@pytest.mark.parametrize("name", sorted(GEMMS))
+def test_every_form_computes_linears_product(name: str, rows: int, dtype: torch.dtype) -> None:
+    torch.manual_seed(rows)
+    x, weight, bias = torch.randn(rows, SHAPE[1]), torch.randn(*SHAPE), torch.randn(SHAPE[0])
+    x, weight, bias = x.to(dtype), weight.to(dtype), bias.to(dtype)
+    for b in (None, bias):
+        expected = linear(x.double(), weight.double(), None if b is None else b.double())
+        out = GEMMS[name](x, weight, b)
+        assert out.shape == (rows, SHAPE[0])
+        assert out.dtype == dtype
+        assert out.is_contiguous()
+        assert (out.double() - expected).abs().max() <= TOLERANCE[dtype] * expected.abs().max()
+
+
+def test_row_counts_fall_into_the_measured_buckets() -> None:
+    assert [bucket_of(r) for r in (1, 2, 8, 31, 32, 64)] == [1, 8, 8, 8, 32, 32]
+
+
+def _spy(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records which form each product takes (every form still computes)."""
+    used: list[str] = []
+    for name, gemm in list(GEMMS.items()):
+
+        def recorded(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, n: str = name,
+                     g: Callable[..., torch.Tensor] = gemm) -> torch.Tensor:  # fmt: skip
+            used.append(n)
+            return g(x, w, b)
+
+        monkeypatch.setitem(GEMMS, name, recorded)
+    return used
+
+
+def test_a_plan_routes_decode_rows_by_bucket_and_prefill_to_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    used = _spy(monkeypatch)
+    plan = GemmPlan({(SHAPE, 8): "transposed", (SHAPE, 32): "linear"})
+    weight = torch.randn(*SHAPE)
+    for rows in (1, 2, 31, 32, MAX_SKINNY_ROWS):
+        plan.project(torch.randn(rows, SHAPE[1]), weight)
+    assert used == ["linear", "transposed", "transposed", "linear", "linear"]
+    used.clear()
+    plan.project(torch.randn(MAX_SKINNY_ROWS + 1, SHAPE[1]), weight)  # prefill-sized: never planned
+    assert used == []
+    plan.project(torch.randn(8, 10), torch.randn(5, 10))  # a shape the plan does not list
+    assert used == ["linear"]
+
+
+def test_a_projection_follows_the_installed_plan(monkeypatch: pytest.MonkeyPatch) -> None:
+    used = _spy(monkeypatch)
+    layer = Projection(SHAPE[1], SHAPE[0], bias=True)
+    x = torch.randn(4, SHAPE[1])
+    expected = linear(x, layer.weight, layer.bias)
+    layer.plan = GemmPlan.uniform("transposed", [SHAPE])
+    torch.testing.assert_close(layer(x), expected)
+    assert used == ["transposed"]
+
+
+def test_a_plan_refuses_forms_this_build_lacks() -> None:
+    with pytest.raises(ValueError, match="unknown GEMM"):
+        GemmPlan({(SHAPE, 8): "cublas"})
+
+
+class _Model(torch.nn.Module):
+    """What the tuner reads of a model: projections and an output weight."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(Projection(48, 96, bias=False) for _ in range(3))
+        self.output_weight = torch.randn(200, 48)
+        self.gemm = gemm_module.STANDARD
+
+
+def _timings(seconds: dict[str, float]) -> Callable[..., dict[str, float]]:
+    def measure(x: torch.Tensor, weights: list[torch.Tensor], rounds: int, clock: object) -> dict[str, float]:
+        return {name: seconds.get(name, 1.0) for name in GEMMS}
+
+    return measure
+
+
+def test_the_tuner_takes_a_form_only_when_it_beats_linear_by_the_margin(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    model = _Model()
+    monkeypatch.setattr(gemm_tuning, "_measure", _timings({"linear": 1.0, "transposed": 0.96}))
+    assert set(gemm_tuning.tune(model, margin=0.05).choices.values()) == {"linear"}  # 4% faster: noise
+    monkeypatch.setattr(gemm_tuning, "_measure", _timings({"linear": 1.0, "transposed": 0.7}))
+    plan = gemm_tuning.tune(model, margin=0.05)
+    assert set(plan.choices) == {((96, 48), b) for b in (1, 8, 32)} | {((200, 48), b) for b in (1, 8, 32)}
+    assert set(plan.choices.values()) == {"transposed"}
+    gemm_tuning.install(model, plan)
+    assert all(layer.plan is plan for layer in model.layers)
+    assert model.gemm is plan
+
+
+def test_the_tuner_streams_at_most_its_budget_of_each_shape() -> None:
+    weights = [torch.zeros(256, 256) for _ in range(10)]  # 256 KiB each
+    assert len(gemm_tuning._within(weights, 3 * 256 * 1024)) == 3
+    assert len(gemm_tuning._within(weights, 1)) == 1  # at least one
+
+
+def test_auto_keeps_linear_for_a_model_that_fits_in_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gemm_tuning, "_measure", _timings({"linear": 1.0, "transposed": 0.1}))
+    assert gemm_tuning.plan_for(_Model(), "auto") is gemm_module.STANDARD  # ~0.1 MB of weights
+    monkeypatch.setattr(gemm_tuning, "TUNE_MIN_BYTES", 0)
+    assert set(gemm_tuning.plan_for(_Model(), "auto").choices.values()) == {"transposed"}
+    named = gemm_tuning.plan_for(_Model(), "transposed")  # a named form: everywhere, nothing measured
+    assert len(named.choices) == 6
+    assert set(named.choices.values()) == {"transposed"}
+    with pytest.raises(ValueError, match="gemm must be one of"):
+        gemm_tuning.plan_for(_Model(), "fastest")
+
+
+def test_the_cli_offers_every_form_this_build_has() -> None:
+    from kvgate.cluster.settings import WORKER_GEMMS
+    from kvgate.workers.model.gemm import GEMM_CHOICES
+
+    assert set(GEMM_CHOICES) <= set(WORKER_GEMMS)
