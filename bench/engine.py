@@ -166,6 +166,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         started = time.perf_counter()
         side = load_engine_side(args.model, args.kernels, args.device, dtype)
         log(f"{dtype}: model loaded in {time.perf_counter() - started:.1f} s")
+        result.setdefault("gemm", {})[dtype] = side.model.gemm.describe()
         if args.vs_hf:
             rows += pair_side_by_side(side, args, pair_sizes, rng)
         ttft[dtype] = bench_ttft(side, sizes, rng)
@@ -195,6 +196,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"{m['transformers']}, kernels `{result['kernels']}`.",
         "",
         f"Commit `{m['commit']}`; command `{m['command']}`.",
+        "",
+        "Decode-sized products (measured at load, `--gemm auto`): "
+        + "; ".join(f"{dtype}: {plan}" for dtype, plan in result.get("gemm", {}).items()),
         "",
     ]
     if "side_by_side" in result:

@@ -42,7 +42,7 @@ class Sizes:
     warmup: int = 1
 
 
-FULL = Sizes(2048, ((1, 64), (8, 64), (8, 1024)), new_tokens=64, runs=3)
+FULL = Sizes(2048, ((1, 64), (8, 64), (8, 1024)), new_tokens=64, runs=5)
 SMOKE = Sizes(48, ((1, 16), (8, 16), (8, 48)), new_tokens=6, runs=1)
 
 
