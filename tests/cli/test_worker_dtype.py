@@ -1,5 +1,5 @@
 """``--dtype``: the workers' weights and KV cache, ``auto`` by default (bfloat16 on a GPU, float32 on a
-CPU), an explicit choice on either, and a clear refusal of anything else."""
+CPU), an explicit choice on either, and a clear refusal of anything else; ``--gemm`` likewise."""
 
 from __future__ import annotations
 
@@ -32,3 +32,16 @@ def test_an_unknown_dtype_is_refused_naming_the_choices(capsys: pytest.CaptureFi
     with pytest.raises(SystemExit):
         build_parser().parse_args(["up", "--dtype", "int4"])
     assert "--dtype: invalid choice: 'int4'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("flags", "gemm"), [((), "auto"), (("--gemm", "linear"), "linear")])
+def test_the_gemm_form_reaches_the_engine(flags: tuple[str, ...], gemm: str) -> None:
+    """``--gemm``: how decode-sized products run (``auto``: measured at load), on CPU and GPU alike."""
+    for gpu in (False, True):
+        assert engine_config(_settings(*flags), gpu).gemm == gemm
+
+
+def test_an_unknown_gemm_form_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["up", "--gemm", "fastest"])
+    assert "--gemm: invalid choice: 'fastest'" in capsys.readouterr().err

@@ -26,6 +26,7 @@ from tests.workers.engine.helpers import TINY_CACHE, WORKER, engine_for
         ({"num_gpu_blocks": 8, "kernel_backend": "cuda-magic"}, "unknown kernel backend"),
         ({"num_gpu_blocks": 8, "dtype": "int8"}, "dtype"),
         ({"num_gpu_blocks": 8, "device": "tpu:x"}, "invalid device"),
+        ({"num_gpu_blocks": 8, "gemm": "fastest"}, "gemm must be one of auto, linear"),
     ],
 )
 def test_invalid_settings_are_refused(kwargs: dict, message: str) -> None:
