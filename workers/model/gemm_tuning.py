@@ -92,13 +92,21 @@ def _measure(
     x: torch.Tensor, weights: list[torch.Tensor], rounds: int, clock: Callable[[], float]
 ) -> dict[str, float]:
     """Seconds per pass of each form over ``weights`` (one warm-up pass each, then the best of
-    ``rounds``, the forms interleaved so that drift falls on all of them)."""
+    ``rounds``, the forms interleaved so that drift falls on all of them). A form this build cannot
+    run on these tensors (a RuntimeError) takes forever, so it is never chosen."""
     best = {name: float("inf") for name in GEMMS}
+    failed: set[str] = set()
     for round_ in range(rounds + 1):
         for name, gemm in GEMMS.items():
+            if name in failed:
+                continue
             start = clock()
-            for weight in weights:
-                gemm(x, weight, None)
+            try:
+                for weight in weights:
+                    gemm(x, weight, None)
+            except RuntimeError:
+                failed.add(name)
+                continue
             if round_:
                 best[name] = min(best[name], clock() - start)
     return best

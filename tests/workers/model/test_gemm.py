@@ -136,3 +136,13 @@ def test_the_cli_offers_every_form_this_build_has() -> None:
     from kvgate.workers.model.gemm import GEMM_CHOICES
 
     assert set(GEMM_CHOICES) <= set(WORKER_GEMMS)
+
+
+def test_a_form_that_cannot_run_here_is_never_chosen(monkeypatch: pytest.MonkeyPatch) -> None:
+    def unsupported(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        raise RuntimeError("no kernel for this dtype")
+
+    monkeypatch.setitem(GEMMS, "transposed", unsupported)
+    times = gemm_tuning._measure(torch.randn(8, 48), [torch.randn(96, 48)], 2, gemm_tuning.time.perf_counter)
+    assert times["transposed"] == float("inf")
+    assert times["linear"] < float("inf")
