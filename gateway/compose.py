@@ -87,7 +87,11 @@ def build_gateway(
     )
     channels = ChannelPool(tls=settings.worker_tls, secret=settings.cache.secret)
     metrics = GatewayMetrics(
-        settings.model_name, settings.policy, settings.cache.chunk_size, block_size=settings.cache.block_size
+        settings.model_name,
+        settings.policy,
+        settings.cache.chunk_size,
+        block_size=settings.cache.block_size,
+        tenants=[t.name for t in settings.keys.tenants] if settings.keys is not None else (),
     )
     dispatcher = Dispatcher(directory, router, channels, index, settings.max_attempts, metrics=metrics)
     diagnostics = CacheDiagnostics(

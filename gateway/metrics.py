@@ -4,12 +4,14 @@ users waited. One instance per gateway, on a registry of its own (no global defa
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from kvgate.gateway.diagnosis import Cause, Diagnosis
 from kvgate.gateway.misprediction import ROUTED_AWAY, misprediction
 from kvgate.gateway.routing.types import Routed
+from kvgate.gateway.tenant_metrics import ANONYMOUS_LABEL, TenantUsage
 from kvgate.gateway.worker_load_metrics import LiveWorkers, WorkerLoadCollector
 from kvgate.proto.layout import DEFAULT_BLOCK_SIZE
 from kvgate.proto.sampling import Usage
@@ -24,7 +26,8 @@ _ITL = (0.001, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28)
 class GatewayMetrics:
     """Counters are in tokens where the question is "how much prefill was saved"; label values are
     bounded (worker ids, policy names, route reasons, tiers, misprediction causes, a fixed list of
-    error types). ``chunk_size`` and ``block_size`` are the deployment's (``CacheLayout``)."""
+    error types, the configured ``tenants`` and ``anonymous``: see :mod:`kvgate.gateway.tenant_metrics`).
+    ``chunk_size`` and ``block_size`` are the deployment's (``CacheLayout``)."""
 
     def __init__(
         self,
@@ -34,6 +37,7 @@ class GatewayMetrics:
         registry: CollectorRegistry | None = None,
         *,
         block_size: int = DEFAULT_BLOCK_SIZE,
+        tenants: Iterable[str] = (),
     ) -> None:
         self.registry = registry or CollectorRegistry()
         self.model, self._policy, self._chunk_size, self._block_size = model, policy, chunk_size, block_size
@@ -100,6 +104,7 @@ class GatewayMetrics:
             "kvgate_requests", "Finished requests by finish reason.", ["model", "finish_reason"], registry=r
         )
         self.errors = Counter("kvgate_request_errors", "Failed requests by error type.", ["type"], registry=r)
+        self.tenants = TenantUsage(r, tenants)
 
     def routed(self, routed: Routed) -> None:
         """A decision was made."""
@@ -112,8 +117,11 @@ class GatewayMetrics:
             if given_up > 0:
                 self.mispredicted.labels(ROUTED_AWAY).inc(given_up)
 
-    def finished(self, routed: Routed, usage: Usage, finish_reason: str) -> None:
-        """A request ended normally; ``usage`` is the worker's own count."""
+    def finished(
+        self, routed: Routed, usage: Usage, finish_reason: str, tenant: str = ANONYMOUS_LABEL
+    ) -> None:
+        """A request of ``tenant`` (the authenticated one's name) ended normally; ``usage`` is the
+        worker's own count."""
         worker = routed.decision.worker_id
         predicted = routed.decision.predicted_cached_tokens
         self.prompt_tokens.labels(worker, self._policy).inc(usage.prompt_tokens)
@@ -124,6 +132,7 @@ class GatewayMetrics:
         if missed is not None:
             self.mispredicted.labels(missed[0]).inc(missed[1])
         self.requests.labels(self.model, finish_reason).inc()
+        self.tenants.finished(tenant, usage)
 
     def diagnosed(self, diagnosis: Diagnosis) -> None:
         """A finished request was diagnosed: its missed reusable tokens count under its cause."""

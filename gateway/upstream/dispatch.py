@@ -130,14 +130,14 @@ class Dispatcher:
             async with contextlib.aclosing(self._stream(job)) as items:
                 async for item in items:
                     if timer is not None:
-                        self._observe(timer, item)
+                        self._observe(timer, item, job.tenant)
                     yield item
         except UpstreamError as exc:
             if self._metrics is not None:
                 self._metrics.failed(type(exc).__name__)
             raise
 
-    def _observe(self, timer: StreamTimer, item: Tokens | ChoiceDone | Done) -> None:
+    def _observe(self, timer: StreamTimer, item: Tokens | ChoiceDone | Done, tenant: str) -> None:
         if isinstance(item, ChoiceDone):
             return
         now = time.monotonic()
@@ -145,7 +145,7 @@ class Dispatcher:
             timer.tokens(now)
             return
         timer.done(now)
-        self._metrics.finished(item.routed, item.usage, item.finish_reason.value)
+        self._metrics.finished(item.routed, item.usage, item.finish_reason.value, tenant)
 
     async def _stream(self, job: Job) -> AsyncIterator[Tokens | ChoiceDone | Done]:
         excluded: set[WorkerId] = set()

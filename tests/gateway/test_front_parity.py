@@ -1,5 +1,6 @@
 """The same scenarios through the HTTP front (OpenAI-style) and the gRPC front, on one gateway over
-scripted workers: equal outputs and usage, the same cache behaviour, and refusals of the same kind."""
+scripted workers: equal outputs and usage, the same cache behaviour, refusals of the same kind, and each
+tenant's usage counted alike on ``/metrics`` (the Anthropic and Responses routes too)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Any, Protocol
 import grpc
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
@@ -327,3 +329,65 @@ async def test_past_the_gateways_deadline_both_fronts_say_so(tokenizer: Tokenize
             stopped.append(sum(len(w.cancelled) for w in stalled.live.workers) - before)
     assert kinds == ["deadline", "deadline"]
     assert stopped == [1, 1]
+
+
+async def test_each_tenant_counts_the_usage_its_requests_reported_on_every_front(fronts: Fronts) -> None:
+    """acme and beta each send chats on both fronts (a repeat reuses the system prompt), a completion,
+    an Anthropic message and a Responses call: /metrics counts, per tenant, the prompt and cached tokens
+    those requests reported. A name in the body or headers changes nothing; a refused key counts nowhere."""
+    reported: dict[str, list[tuple[int, int]]] = {"acme": [], "beta": []}  # (prompt, cached) per request
+    for tenant, usages in reported.items():
+        system = f"<{tenant}> {SYSTEM}"
+        for front in both(fronts):
+            for question in ("one", "two"):
+                chat = await front.chat(f"{front.name} {system}", question, tenant=tenant)
+                usages.append((chat.prompt_tokens, chat.cached_tokens))
+        completion = await fronts.http.completion(f"{tenant} completes", tenant=tenant, user="beta")
+        usages.append((completion.prompt_tokens, completion.cached_tokens))
+        async with httpx.AsyncClient(base_url=fronts.live.url, timeout=30) as http:
+            usages.append(await _anthropic_usage(http, tenant, f"http {system}"))
+            usages.append(await _responses_usage(http, tenant, f"http {system}"))
+    with pytest.raises(RefusedError, match="unauthenticated"):
+        await fronts.http.chat(SYSTEM, "no", tenant="mallory")
+    counts = await _tenant_counts(fronts.live.url)
+    for name in ("prompt_tokens", "cached_prompt_tokens", "requests"):
+        assert set(counts[name]) == {"acme", "beta", "anonymous"}, name
+        assert counts[name]["anonymous"] == 0, name
+    for tenant, usages in reported.items():
+        assert counts["prompt_tokens"][tenant] == sum(prompt for prompt, _ in usages), tenant
+        assert counts["cached_prompt_tokens"][tenant] == sum(cached for _, cached in usages) > 0, tenant
+        assert counts["requests"][tenant] == len(usages) == 7, tenant
+
+
+async def _anthropic_usage(http: httpx.AsyncClient, tenant: str, system: str) -> tuple[int, int]:
+    """A /v1/messages call with x-api-key (and a header and user id naming another tenant)."""
+    headers = {"x-api-key": KEYS[tenant], "x-kvgate-tenant": "mallory"}
+    body = {"model": MODEL, "max_tokens": 4, "system": system, "metadata": {"user_id": "beta"},
+            "messages": [{"role": "user", "content": "three"}]}  # fmt: skip
+    reply = await http.post("/v1/messages", json=body, headers=headers)
+    assert reply.status_code == 200, reply.text
+    usage = reply.json()["usage"]
+    read, written = usage["cache_read_input_tokens"], usage["cache_creation_input_tokens"]
+    return usage["input_tokens"] + read + written, read
+
+
+async def _responses_usage(http: httpx.AsyncClient, tenant: str, system: str) -> tuple[int, int]:
+    """A /v1/responses call with a Bearer key."""
+    body = {"model": MODEL, "instructions": system, "input": "four", "max_output_tokens": 4}
+    reply = await http.post("/v1/responses", json=body, headers={"authorization": f"Bearer {KEYS[tenant]}"})
+    assert reply.status_code == 200, reply.text
+    usage = reply.json()["usage"]
+    return usage["input_tokens"], usage["input_tokens_details"]["cached_tokens"]
+
+
+async def _tenant_counts(url: str) -> dict[str, dict[str, float]]:
+    """``kvgate_tenant_<name>_total`` per ``tenant`` label value, read from ``/metrics``."""
+    async with httpx.AsyncClient(base_url=url, timeout=30) as http:
+        text = (await http.get("/metrics")).text
+    counts: dict[str, dict[str, float]] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith("kvgate_tenant_") and sample.name.endswith("_total"):
+                name = sample.name.removeprefix("kvgate_tenant_").removesuffix("_total")
+                counts.setdefault(name, {})[sample.labels["tenant"]] = sample.value
+    return counts
