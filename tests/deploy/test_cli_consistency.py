@@ -13,7 +13,8 @@ import pytest
 from kvgate.cli.cache_args import SECRET_ENV
 from kvgate.cli.main import COMMANDS, build_parser
 from kvgate.cli.redis_args import REDIS_URL_ENV
-from kvgate.cluster.settings import PORTS_PER_NODE
+from kvgate.cluster.settings import PORTS_PER_NODE, KVSizing
+from kvgate.gateway.settings import Limits
 from kvgate.index.settings import IndexSettings
 from kvgate.proto.layout import DEFAULT_BLOCK_SIZE, DEFAULT_CHUNK_SIZE
 from kvgate.workers.kv.config import KVCacheConfig
@@ -126,3 +127,26 @@ def test_worker_port_defaults_agree_with_the_deploy_files() -> None:
     assert workers.get_default("worker_metrics_port") == planned.WORKER_METRICS_BASE
     assert (up.get_default("worker_port"), up.get_default("worker_metrics_port")) == (0, 0)
     assert PORTS_PER_NODE == planned.WORKER_PORTS_PER_NODE
+
+
+def test_the_readme_states_the_context_length_up_serves() -> None:
+    """The README's limits table gives the context window ``kvgate up`` serves by default (the
+    ``--max-model-len`` default of ``up`` and ``gateway``, from ``KVSizing``), the one a ``Limits()``
+    built in code has, and the output room ``kvgate up`` leaves."""
+    served, limits = KVSizing().max_model_len, Limits()
+    assert {_subparsers()[c].get_default("max_model_len") for c in ("up", "gateway")} == {served}
+    window = r"`--max-model-len`, (\d+) tokens by default \(a `Limits\(\)` built in code: (\d+)\)"
+    assert _readme_numbers("context_window", window) == (served, limits.context_window)
+    room = min(limits.max_output_tokens, served - 1)
+    output = r"\| (\d+), at most the context window − 1 \((\d+) under `kvgate up`'s default\)"
+    assert _readme_numbers("max_output_tokens", output) == (limits.max_output_tokens, room)
+
+
+def _readme_numbers(limit: str, pattern: str) -> tuple[int, ...]:
+    """The numbers ``pattern`` captures in the README's limits-table row of ``limit`` (a ``Limits``
+    field); AssertionError naming the row if it has no such text."""
+    lines = (ROOT / "README.md").read_text().splitlines()
+    (row,) = [line for line in lines if line.startswith(f"| `{limit}`")]
+    found = re.search(pattern, row)
+    assert found, f"README's {limit} row no longer matches {pattern!r}: {row}"
+    return tuple(int(n) for n in found.groups())
