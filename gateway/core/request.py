@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvgate.gateway.core.cache_key import routing_key
 from kvgate.proto.sampling import CacheHint
 
 ChatMessages = list[dict[str, str]]
@@ -58,13 +59,16 @@ class GenerateRequest:
     """One generation as a front asks for it.
 
     ``sampling``: the :class:`~kvgate.proto.sampling.SamplingParams` fields the client set, None for
-    unset (``max_tokens`` None: as many as fit). ``cache_hint``: a pinned prefix given in tokens;
-    breakpoints of a :class:`ChatInput` are turned into one. ``client_salt`` splits the tenant's own
-    cache, never reaches another's. ``deadline_s``: the client's own deadline (``time.monotonic``),
-    if sooner than the gateway's. ``request_id``: the id the front already gave the request (unique;
-    None: the core assigns one). ``constraint_param``: the front's name of the field an output
-    constraint (``sampling["constraint"]``) came in, named when it is refused. ``reads_calls``: the
-    answer is read for tool calls (the served model's call markers stay in its text).
+    unset (``max_tokens`` None: as many as fit). ``cache_key``: the ``prompt_cache_key``, checked and
+    normalised on construction by :func:`~kvgate.gateway.core.cache_key.routing_key`, so every front
+    applies the one check (INVALID_REQUEST for a bad key; "" becomes None). ``cache_hint``: a pinned
+    prefix given in tokens; breakpoints of a :class:`ChatInput` are turned into one. ``client_salt``
+    splits the tenant's own cache, never reaches another's. ``deadline_s``: the client's own deadline
+    (``time.monotonic``), if sooner than the gateway's. ``request_id``: the id the front already gave
+    the request (unique; None: the core assigns one). ``constraint_param``: the front's name of the
+    field an output constraint (``sampling["constraint"]``) came in, named when it is refused.
+    ``reads_calls``: the answer is read for tool calls (the served model's call markers stay in its
+    text).
     """
 
     model: str
@@ -78,3 +82,6 @@ class GenerateRequest:
     request_id: str | None = None
     constraint_param: str = "response_format"
     reads_calls: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "cache_key", routing_key(self.cache_key))

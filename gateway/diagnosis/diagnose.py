@@ -40,7 +40,8 @@ _LOAD_REASONS = {
     "load_override": "load",
     "hot_prefix_replicated": "load (its prefix is hot)",
     "load_balanced": "load",
-    "pinned": "its prompt_cache_key pins another worker",
+    # a key decides only between workers the router saw holding as much: a better holder was unseen
+    "pinned": "its prompt_cache_key chose its home among workers the router saw holding as much",
     "fallback": "the index was unavailable",
 }
 

@@ -47,15 +47,15 @@ def generate_request(
 ) -> GenerateRequest:
     """The core's request for a ``GatewayRequest``, as the .proto defines its defaults: an empty
     ``model`` is ``default_model``, an unset ``max_tokens`` is ``DEFAULT_MAX_TOKENS``; the call's
-    deadline, if any, bounds it. INVALID_REQUEST for a request without input, a bad cache hint or an
-    over-long cache salt."""
+    deadline, if any, bounds it. INVALID_REQUEST for a request without input, a bad cache hint, an
+    over-long cache salt or a ``prompt_cache_key`` the core refuses (the same check as on HTTP)."""
     remaining = context.time_remaining()
     return GenerateRequest(
         request.model or default_model,
         _prompt(request),
         _sampling(request.sampling),
         tuple(request.sampling.stop),
-        cache_key=request.prompt_cache_key or None,
+        cache_key=request.prompt_cache_key,
         cache_hint=_hint(request),
         client_salt=_client_salt(request.cache_salt),
         deadline_s=None if remaining is None else time.monotonic() + remaining,

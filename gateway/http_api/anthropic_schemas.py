@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, model_validator
 
 from kvgate.gateway.core.request import MAX_BREAKPOINTS
-from kvgate.gateway.http_api.body_types import U32_MAX, StrictBody, Text, TopK, TopP
+from kvgate.gateway.http_api.body_types import U32_MAX, PromptCacheKey, StrictBody, Text, TopK, TopP
 
 
 class CacheControl(StrictBody):
@@ -91,7 +91,7 @@ class MessagesRequest(StrictBody):
     metadata: Metadata | None = None
     # extension (OpenAI's prompt_cache_key, same meaning): a routing hint combined with the prefix
     # hash; metadata.user_id only names the user, as OpenAI's `user` does
-    prompt_cache_key: Annotated[Text, Field(max_length=1024)] | None = None
+    prompt_cache_key: PromptCacheKey | None = None
     tools: list[ToolDef] | None = None
     tool_choice: ToolChoice | None = None
 

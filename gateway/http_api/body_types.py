@@ -14,6 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
+from kvgate.gateway.core.cache_key import MAX_CACHE_KEY_CHARS
+
 U32_MAX = 2**32 - 1
 I64_MIN, I64_MAX = -(2**63), 2**63 - 1
 
@@ -31,6 +33,9 @@ def _unicode(value: str) -> str:
 
 
 Text = Annotated[str, AfterValidator(_unicode)]
+PromptCacheKey = Annotated[str, Field(json_schema_extra={"maxLength": MAX_CACHE_KEY_CHARS})]
+"""``prompt_cache_key`` on every HTTP front: a string here; its length and Unicode are checked by the
+core (:mod:`kvgate.gateway.core.cache_key`), one check for every front, gRPC's too."""
 TokenId = Annotated[int, Field(ge=0, le=U32_MAX)]
 TopP = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
 TopK = Annotated[int, Field(ge=0, le=U32_MAX)]  # 0 = off

@@ -17,6 +17,7 @@ from kvgate.gateway.http_api.body_types import (
     I64_MAX,
     I64_MIN,
     U32_MAX,
+    PromptCacheKey,
     StrictBody,
     Text,
     TokenId,
@@ -138,7 +139,7 @@ class _Sampling(StrictBody):
     frequency_penalty: _Penalty | None = None
     logit_bias: dict[str, _Bias] | None = None
     user: Annotated[Text, Field(max_length=256)] | None = None
-    prompt_cache_key: Annotated[Text, Field(max_length=1024)] | None = None
+    prompt_cache_key: PromptCacheKey | None = None
     response_format: ResponseFormat | None = None  # on completions too, as vLLM takes it
     # accepted, not acted on (see openai_support.IGNORED)
     metadata: dict[str, Text] | None = None

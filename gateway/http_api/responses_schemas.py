@@ -14,7 +14,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag
 
-from kvgate.gateway.http_api.body_types import I64_MAX, I64_MIN, U32_MAX, StrictBody, Text, TopP
+from kvgate.gateway.http_api.body_types import (
+    I64_MAX,
+    I64_MIN,
+    U32_MAX,
+    PromptCacheKey,
+    StrictBody,
+    Text,
+    TopP,
+)
 from kvgate.gateway.http_api.openai_schemas import FunctionDef
 
 _Object = dict[str, Any]
@@ -193,7 +201,7 @@ class ResponsesRequest(StrictBody):
     text: TextConfig | None = None
     store: bool | None = None
     previous_response_id: Annotated[Text, Field(min_length=1, max_length=256)] | None = None
-    prompt_cache_key: Annotated[Text, Field(max_length=1024)] | None = None
+    prompt_cache_key: PromptCacheKey | None = None
     # accepted, not acted on (see responses_support.IGNORED)
     metadata: dict[str, Text] | None = None
     user: Annotated[Text, Field(max_length=256)] | None = None

@@ -27,8 +27,9 @@ class KvgatePolicy:
 
     Hot-spot guard: a worker whose queue exceeds ``hot_spot_factor`` x the mean queue (and the
     floor) is not a candidate while any other is, so shared prefixes cannot pile all traffic onto
-    one worker. A ``home`` worker (prompt_cache_key) wins ties against equal estimates and is taken
-    when no worker holds a prefix, unless it is hot (a soft home only wins near-ties). Choices
+    one worker. A pinned ``home`` worker (prompt_cache_key) is taken over any worker reusing no more
+    of the prompt than it does (when no worker holds a prefix, too), unless it is hot; a worker
+    holding a longer prefix still wins (a soft home only wins near-ties). Choices
     within the near-tie window (``near_tie_ratio``, ``near_tie_s``) of the best score are ranked
     with a random handicap fixed by ``request_key``; exact ties then go to the longest reuse, the
     home worker, a rotation by ``request_key``.
@@ -152,12 +153,17 @@ class KvgatePolicy:
         held: tuple[int, bool],
         weights: tuple[float, float],
     ) -> RouteDecision:
-        """``chosen``, unless it reuses nothing and the pinned home worker (``home``: None when
-        absent or hot) can take the request. ``held``: the longest reuse any candidate offers, and
-        whether a worker offering it was allowed (not a hot spot); ``weights``: the compute and the
-        copy weight. They name the reason."""
-        if chosen.reused_tokens == 0 and home is not None and request.home_pinned:
-            return _decision(home, RouteReason.PINNED, request)
+        """``chosen``, unless the pinned home worker (``home``: a prompt_cache_key's, None when
+        absent or hot) reuses as many tokens: the key decides between equally cached workers, never
+        against a longer prefix (docs/CACHING.md, "prompt_cache_key"). ``held``: the longest reuse any
+        candidate offers, and whether a worker offering it was allowed (not a hot spot); ``weights``:
+        the compute and the copy weight. The reason is ``pinned`` when the key decided: the home
+        offers the longest reuse there is and nothing was cached or the policy would have chosen
+        another worker; a home that reuses less than a skipped holder is the load's choice."""
+        if home is not None and request.home_pinned and home.reused_tokens >= chosen.reused_tokens:
+            if home.reused_tokens >= held[0] and (held[0] == 0 or home.worker_id != chosen.worker_id):
+                return _decision(home, RouteReason.PINNED, request)
+            chosen = home
         copied = chosen.copy_s > 0 and weights[1] < weights[0]  # a shared opening, copied as it pays
         return _decision(chosen, _reason(chosen.reused_tokens, *held, copied), request)
 

@@ -22,7 +22,7 @@ class RouteReason(StrEnum):
     HOT_PREFIX = "hot_prefix_replicated"  # holders hot, or its demand pays for a copy: copied elsewhere
     LOAD_BALANCED = "load_balanced"  # a cache-blind choice (baselines, a peer's load branch)
     FALLBACK = "fallback"  # the index was unavailable: chosen by load alone
-    PINNED = "pinned"  # prompt_cache_key sent it to the home worker of its key
+    PINNED = "pinned"  # its prompt_cache_key chose the home among workers reusing as much (or nothing)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,10 +58,10 @@ class RouteRequest:
     """Everything a policy may look at. ``candidates`` is non-empty and sorted by worker id;
     ``request_seq`` counts requests (round-robin); ``request_key`` is 64 random-looking bits fixed
     per request (random choices stay reproducible); ``home`` is the prompt_cache_key's worker
-    (``home_pinned``: taken when nothing is cached anywhere) or a soft home (it wins near-ties only);
-    ``chunks`` are the prompt's chunk hashes, for policies that keep a prefix record of their own
-    (:class:`LearningPolicy`; empty where the caller has none); ``placed(worker)`` is the share of
-    recent new content the worker took, relative to the most any took (0 to 1; None: not known);
+    (``home_pinned``: taken over any worker reusing no more of the prompt) or a soft home (it wins
+    near-ties only); ``chunks`` are the prompt's chunk hashes, for policies that keep a prefix record
+    of their own (:class:`LearningPolicy`; empty where the caller has none); ``placed(worker)`` is the
+    share of recent new content the worker took, relative to the most any took (0 to 1; None: not known);
     ``shared`` is the prompt's shared opening (None: not known)."""
 
     prompt_tokens: TokenCount

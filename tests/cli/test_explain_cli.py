@@ -6,13 +6,16 @@ import asyncio
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import httpx
 
 from kvgate.cli.api_key import API_KEY_ENV
 from kvgate.common.tokenizer import Tokenizer
+from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.tenancy import KeyRing, Tenant, hash_key
+from kvgate.proto.ids import WorkerId
 from tests.gateway.test_openai_api import LONG_SYSTEM
 from tests.support.live_gateway import MODEL, LiveGateway, grpc_front, running_gateway
 
@@ -139,3 +142,17 @@ async def test_explain_prompt_of_a_cached_chat_hints_at_messages(live: LiveGatew
     assert "--messages FILE" in as_prompt
     assert "reason: cache_hit" in as_chat
     assert "hint:" not in as_chat
+
+
+async def test_explain_with_a_prompt_cache_key_names_its_home(tokenizer: Tokenizer) -> None:
+    """``--prompt-cache-key``: a prompt no worker holds is predicted at the key's home, reason
+    ``pinned``, by /v1/route and by gRPC ``Route`` alike (docs/CACHING.md, "prompt_cache_key")."""
+    prompt = f"{uuid.uuid4().hex} " + "Explain prefix caching in one line. " * 30
+    async with running_gateway(tokenizer) as gateway, grpc_front(gateway) as target:
+        ids = [WorkerId(w.worker_id) for w in gateway.workers]
+        key = next(k for k in (f"customer-{i}" for i in range(6)) if home_worker(k, ids) == ids[-1])
+        args = ("explain", "--model", MODEL, "--prompt", prompt, "--prompt-cache-key", key, "--json")
+        answers = [await kvgate(*args, "--url", gateway.url), await kvgate(*args, "--grpc", target)]
+    for code, out, err in answers:
+        assert code == 0, err
+        assert (json.loads(out)["chosen_worker"], json.loads(out)["reason"]) == (ids[-1], "pinned")

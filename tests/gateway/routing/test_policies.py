@@ -164,6 +164,35 @@ ROWS = [
         home="b",
     ),
     Row(
+        # the prompt_cache_key decides between equal caches: b is busier, a would win on load alone
+        "kvgate/home-wins-an-equal-cache",
+        "kvgate",
+        (cand("a", "GGGG"), cand("b", "GGGG", waiting=1000), cand("c")),
+        "b",
+        RouteReason.PINNED,
+        4 * CHUNK,
+        home="b",
+    ),
+    Row(
+        "kvgate/home-holding-the-longest-is-a-cache-hit",
+        "kvgate",
+        (cand("a", "GGGG"), cand("b")),
+        "a",
+        RouteReason.CACHE_HIT,
+        4 * CHUNK,
+        home="a",
+    ),
+    Row(
+        # load, not the key, skipped a's chunk: the home then takes it, and the reason says load
+        "kvgate/home-after-a-load-override-is-load",
+        "kvgate",
+        (cand("a", "G", waiting=30_000), cand("b")),
+        "b",
+        RouteReason.LOAD_OVERRIDE,
+        0,
+        home="b",
+    ),
+    Row(
         "kvgate/match-capped-at-prompt",
         "kvgate",
         (cand("a", "G" * 4),),
