@@ -51,9 +51,10 @@ class PromptEncoder:
         tokenizing grows with the text, the answer would be the same)."""
         self._check_length(prompt)
         if isinstance(prompt, ChatInput):
-            return await self._chat(prompt.messages)
+            return await self._chat(prompt.messages, prompt.generation_prompt, prompt.continue_final)
         if isinstance(prompt, TextInput):
-            return await asyncio.to_thread(self._tokenizer.encode, prompt.text)
+            special = prompt.special_tokens
+            return await asyncio.to_thread(self._tokenizer.encode, prompt.text, add_special_tokens=special)
         return self._checked_ids(prompt.token_ids)
 
     def _check_length(self, prompt: PromptInput) -> None:
@@ -94,17 +95,21 @@ class PromptEncoder:
         ttl_s = max(TTL_CLASSES[b.ttl_class] for b in breakpoints)  # the longest class asked for
         return CacheHint(pinned_prefix_tokens=pinned, ttl_s=ttl_s)
 
-    async def _chat(self, messages: ChatMessages, generation_prompt: bool = True) -> np.ndarray:
-        return await asyncio.to_thread(self._render_and_encode, messages, generation_prompt)
+    async def _chat(
+        self, messages: ChatMessages, generation_prompt: bool = True, continue_final: bool = False
+    ) -> np.ndarray:
+        return await asyncio.to_thread(self._render_and_encode, messages, generation_prompt, continue_final)
 
-    def _render_and_encode(self, messages: ChatMessages, generation_prompt: bool) -> np.ndarray:
+    def _render_and_encode(
+        self, messages: ChatMessages, generation_prompt: bool, continue_final: bool = False
+    ) -> np.ndarray:
         if len(messages) > self._max_messages:
             raise invalid(f"at most {self._max_messages} messages are allowed", "messages")
         try:
             text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt)
         except (ChatTemplateError, ValueError) as exc:
             raise invalid(f"the chat template rejected the messages: {exc}", "messages") from exc
-        return self._chats.encode(text)
+        return self._chats.encode(_left_open(text, messages[-1]["content"]) if continue_final else text)
 
     def _checked_ids(self, token_ids: object) -> np.ndarray:
         ids = np.asarray(token_ids, dtype=np.int64)
@@ -112,6 +117,17 @@ class PromptEncoder:
         if ids.size and (ids.min() < 0 or ids.max() >= vocab):
             raise invalid(f"prompt token ids must lie in [0, {vocab})", "prompt")
         return ids.astype(np.uint32)
+
+
+def _left_open(text: str, final: str) -> str:
+    """``text`` cut just after the last message's content (its end-of-turn dropped), as vLLM continues
+    a final message; INVALID_REQUEST when the template does not write that content as it is."""
+    content = final.strip()
+    at = text.rfind(content) if content else -1
+    if at < 0:
+        raise invalid("the final message cannot be continued: the chat template does not write its content "
+                      "as given", "continue_final_message")  # fmt: skip
+    return text[: at + len(content)]
 
 
 def _common_prefix(a: np.ndarray, b: np.ndarray) -> int:

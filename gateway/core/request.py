@@ -31,17 +31,22 @@ class Breakpoint:
 
 @dataclass(frozen=True, slots=True)
 class ChatInput:
-    """A conversation, rendered with the model's chat template (generation prompt appended)."""
+    """A conversation, rendered with the model's chat template. ``generation_prompt``: the assistant's
+    header appended (a new turn to answer); ``continue_final``: the last message (an assistant's) left
+    open, its end-of-turn cut off, so the model continues its text (vLLM's ``continue_final_message``)."""
 
     messages: ChatMessages
     breakpoints: tuple[Breakpoint, ...] = ()
+    generation_prompt: bool = True
+    continue_final: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class TextInput:
-    """Raw text, encoded as is."""
+    """Raw text, encoded as is; ``special_tokens``: with what the model adds around a text (its BOS)."""
 
     text: str
+    special_tokens: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,11 +19,14 @@ from kvgate.proto.sampling import FinishReason, TokenLogprob, Usage
 @dataclass(frozen=True, slots=True)
 class TokenText:
     """A token's log-probability with its text, and the most likely tokens' (text, log-probability).
-    ``logprob`` None: the prompt's first token, which nothing predicts."""
+    ``logprob`` None: the prompt's first token, which nothing predicts. ``token_id`` and ``top_ids``:
+    the same tokens' ids (None and empty where a caller built one from text alone)."""
 
     token: str
     logprob: float | None
     top: tuple[tuple[str, float], ...] = ()
+    token_id: int | None = None
+    top_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,7 +107,7 @@ class TextGenerator:
         """Log-probabilities with each token's text (decoded alone, special tokens shown)."""
         decode = self._token_text
         return tuple(
-            TokenText(decode(token), lp.logprob, tuple((decode(t), v) for t, v in lp.top))
+            TokenText(decode(token), lp.logprob, tuple((decode(t), v) for t, v in lp.top), token, _ids(lp))
             for token, lp in zip(token_ids, logprobs, strict=False)
         )
 
@@ -116,11 +119,15 @@ class TextGenerator:
             raise UpstreamError(
                 f"a worker scored {len(item.prompt_logprobs)} prompt tokens, not {len(ids) - 1}"
             )
-        first = TokenText(self._token_text(ids[0]), None)
+        first = TokenText(self._token_text(ids[0]), None, token_id=ids[0])
         return (first, *self._texts(tuple(ids[1:]), item.prompt_logprobs))
 
     def _token_text(self, token_id: int) -> str:
         return self._tokenizer.decode([token_id], skip_special_tokens=False)
+
+
+def _ids(logprob: TokenLogprob) -> tuple[int, ...]:
+    return tuple(token for token, _ in logprob.top)
 
 
 class _Choice:

@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kvgate.gateway.errors import ErrorKind, GatewayError, invalid
+from kvgate.gateway.http_api.body_types import StrictBody
 
 _TYPE_TAGS = frozenset({"str", "int", "float", "bool", "list", "dict", "none"})
 _NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type"})
@@ -15,9 +16,21 @@ _NOT_AN_OBJECT = frozenset({"model_attributes_type", "model_type", "dict_type"})
 
 def _param(loc: Sequence[Any]) -> str | None:
     """The field path of a pydantic error location, without ``body`` and union member tags
-    (``messages.0.content``, not ``body.messages.0.content.function-after[...]``)."""
-    parts = [str(p) for p in loc if isinstance(p, int) or (p.isidentifier() and p not in _TYPE_TAGS)]
+    (``messages.0.content``, not ``body.messages.0.content.function-after[...]``; ``tool_choice.type``,
+    not ``tool_choice.NamedToolChoice.type``)."""
+    tags = _TYPE_TAGS | _body_classes()
+    parts = [str(p) for p in loc if isinstance(p, int) or (p.isidentifier() and p not in tags)]
     return ".".join(parts[1:] if parts[:1] == ["body"] else parts) or None
+
+
+def _body_classes() -> frozenset[str]:
+    """The class names of every body part: pydantic tags a union member's errors with them."""
+    found, todo = set(), list(StrictBody.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        found.add(cls.__name__)
+        todo += cls.__subclasses__()
+    return frozenset(found)
 
 
 def _most_telling(errors: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:

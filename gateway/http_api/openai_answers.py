@@ -163,3 +163,31 @@ def completion_renderer(
         return out
 
     return render
+
+
+async def token_ids_as_text(events: Events) -> Events:
+    """``events`` with every log-probability's token written ``token_id:N`` (vLLM's
+    ``return_tokens_as_token_ids``: the id survives tokens that do not decode alone)."""
+    async with contextlib.aclosing(events) as items:
+        async for item in items:
+            if isinstance(item, TextDelta):
+                prompt = _as_ids(item.prompt_logprobs)
+                item = replace(item, logprobs=_as_ids(item.logprobs), prompt_logprobs=prompt)
+            yield item
+
+
+def _as_ids(items: tuple[TokenText, ...]) -> tuple[TokenText, ...]:
+    def named(t: TokenText) -> TokenText:
+        top = tuple((f"token_id:{i}", v) for i, (_, v) in zip(t.top_ids, t.top, strict=True))
+        return replace(t, token=f"token_id:{t.token_id}", top=top)
+
+    return tuple(named(t) for t in items)
+
+
+def with_echo(to_json: Callable[..., dict], echo: str) -> Callable[..., dict]:
+    """``to_json`` with ``echo`` (a continued assistant message, chat ``echo``) before each choice's text."""
+
+    def answer(choices: list[fmt.Choice], done: TextDone) -> dict:
+        return to_json([replace(c, parts=[echo, *c.parts]) for c in choices], done)
+
+    return answer

@@ -51,10 +51,12 @@ class Choice:
 
 def chat_response(
     rid: str, model: str, choices: list[Choice], done: TextDone, logprobs: bool,
-    tools: CallReading | None = None,
+    tools: CallReading | None = None, prompt_logprobs: bool = False,
 ) -> dict[str, Any]:  # fmt: skip
-    """``tools``: how calls are read from each choice's text (None: none are)."""
-    return {
+    """``tools``: how calls are read from each choice's text (None: none are); ``prompt_logprobs``: the
+    prompt's scores (vLLM's extension) are shown."""
+    scored = {"prompt_logprobs": prompt_scores(choices[0].prompt_logprobs)} if prompt_logprobs else {}
+    return scored | {
         "id": rid,
         "object": "chat.completion",
         "created": int(time.time()),
@@ -86,9 +88,11 @@ def call_json(call: ToolCall, index: int | None = None) -> dict[str, Any]:
 
 
 def completion_response(
-    rid: str, model: str, choices: list[Choice], done: TextDone, logprobs: bool, echo: list[str]
-) -> dict[str, Any]:
-    """``echo[i]``: the text before choice ``i``'s (its prompt with ``echo``, else empty)."""
+    rid: str, model: str, choices: list[Choice], done: TextDone, logprobs: bool, echo: list[str],
+    prompt_logprobs: bool = False,
+) -> dict[str, Any]:  # fmt: skip
+    """``echo[i]``: the text before choice ``i``'s (its prompt with ``echo``, else empty);
+    ``prompt_logprobs``: each choice shows its prompt's scores (vLLM's extension)."""
     return {
         "id": rid,
         "object": "text_completion",
@@ -101,6 +105,7 @@ def completion_response(
                 "finish_reason": c.finish_reason or done.finish_reason.value,
                 "logprobs": _echoed_logprobs(c, echo[c.index]) if logprobs else None,
             }
+            | ({"prompt_logprobs": prompt_scores(c.prompt_logprobs)} if prompt_logprobs else {})
             for c in choices
         ],
         "usage": usage_json(done.usage),
@@ -111,9 +116,26 @@ def completion_response(
 def _echoed_logprobs(c: Choice, echo: str) -> dict[str, Any]:
     """A choice's ``logprobs``: its prompt's tokens first when they were scored (``echo`` with
     ``logprobs``: offsets from the prompt's start), then its own (offsets from the end of ``echo``)."""
-    if c.prompt_logprobs:
+    if c.prompt_logprobs and echo:
         return completion_logprobs([*c.prompt_logprobs, *c.logprobs])
     return completion_logprobs(c.logprobs, len(echo))
+
+
+def prompt_scores(items: Sequence[TokenText]) -> list[dict[str, dict[str, Any]] | None]:
+    """vLLM's ``prompt_logprobs``: per prompt token, None for the first (nothing predicts it), then
+    ``{token id: {logprob, rank, decoded_token}}`` of the token there and of the most likely ones.
+    ``rank`` is 1 for the most likely; the prompt's own token outside the most likely has rank None
+    (the workers send the top ones only)."""
+    out: list[dict[str, dict[str, Any]] | None] = []
+    for t in items:
+        if t.logprob is None:
+            out.append(None)
+            continue
+        ranked = {str(i): {"logprob": v, "rank": r, "decoded_token": s}
+                  for r, (i, (s, v)) in enumerate(zip(t.top_ids, t.top, strict=True), 1)}  # fmt: skip
+        own = {"logprob": t.logprob, "rank": None, "decoded_token": t.token}
+        out.append({str(t.token_id): own} | ranked if str(t.token_id) not in ranked else ranked)
+    return out
 
 
 def _entry(token: str, logprob: float | None) -> dict[str, Any]:

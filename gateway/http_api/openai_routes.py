@@ -43,7 +43,7 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
     constraint, constraint_param = openai_constraints.constraint_of(body)
     if isinstance(body, ChatCompletionRequest):
         tools = openai_tools.tools_of(body)
-        prompt = ChatInput(openai_tools.conversation(body, tools))
+        prompt = ChatInput(openai_tools.conversation(body, tools), (), *_rendering(body))
         logprobs = (body.top_logprobs or 0) if body.logprobs else None
         required = call_constraint(tools, openai_tools.choice_of(body, tools))
         if required is not None and constraint is not None:
@@ -52,9 +52,10 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
             constraint, constraint_param = required, "tools"
     else:
         text = body.prompts()[number]
-        prompt = TextInput(text) if isinstance(text, str) else TokenInput(text)
+        special = body.add_special_tokens is not False
+        prompt = TextInput(text, special) if isinstance(text, str) else TokenInput(text)
         logprobs = body.logprobs
-    scored = body.logprobs if isinstance(body, CompletionRequest) and body.echo else None
+    scored = support.prompt_scored(body)
     return GenerateRequest(
         body.model,
         prompt,
@@ -65,6 +66,12 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
         constraint_param=constraint_param,
         reads_calls=isinstance(body, ChatCompletionRequest) and openai_tools.readable_names(body) is not None,
     )
+
+
+def _rendering(body: ChatCompletionRequest) -> tuple[bool, bool]:
+    """``(generation prompt, continue the final message)``, as vLLM renders a chat."""
+    final = bool(body.continue_final_message)
+    return body.add_generation_prompt is not False and not final, final
 
 
 def _sampling(body: ChatCompletionRequest | CompletionRequest) -> dict[str, Any]:
@@ -148,8 +155,13 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         rid, logprobs = f"chatcmpl-{job.request_id}", bool(body.logprobs)
         tools = core.call_reading(openai_tools.readable_names(body))
         render = answers.chat_renderer(rid, body.model, body.choices, _usage_wanted(body), logprobs, tools)
-        to_json = functools.partial(fmt.chat_response, rid, body.model, logprobs=logprobs, tools=tools)
-        return await _answer([core.generate(job)], body, to_json, render, request)
+        to_json = functools.partial(fmt.chat_response, rid, body.model, logprobs=logprobs, tools=tools,
+                                    prompt_logprobs=body.prompt_logprobs is not None)  # fmt: skip
+        echo = body.messages[-1].text() if body.echo and body.messages[-1].role == "assistant" else ""
+        stream = core.generate(job)
+        if body.return_tokens_as_token_ids:
+            stream = answers.token_ids_as_text(stream)
+        return await _answer([stream], body, answers.with_echo(to_json, echo), render, request)
 
     @router.post("/v1/completions", response_model=None, responses=generation_responses(TextCompletion),
                  openapi_extra=body_doc(CompletionRequest))  # fmt: skip
@@ -170,8 +182,11 @@ def build_openai_router(core: RequestCore, auth: HttpAuth) -> APIRouter:
         render = answers.completion_renderer(
             rid, body.model, _usage_wanted(body), logprobs, echo, body.choices
         )
-        to_json = functools.partial(fmt.completion_response, rid, body.model, logprobs=logprobs, echo=echo)
+        to_json = functools.partial(fmt.completion_response, rid, body.model, logprobs=logprobs, echo=echo,
+                                    prompt_logprobs=body.prompt_logprobs is not None)  # fmt: skip
         streams = [core.generate(job) for job in jobs]
+        if body.return_tokens_as_token_ids:
+            streams = [answers.token_ids_as_text(events) for events in streams]
         if body.max_tokens == 0:  # the prompt alone (with `echo`)
             streams = [answers.prompt_only(events) for events in streams]
         return await _answer(streams, body, to_json, render, request)

@@ -37,6 +37,7 @@ _Object = dict[str, Any]  # a JSON object kvgate does not look into (declared so
 class TextPart(StrictBody):
     type: Literal["text"]
     text: Text
+    cache_control: _Object | None = None  # Anthropic's breakpoint mark, as some clients send it: ignored
 
 
 class OtherPart(StrictBody):
@@ -91,6 +92,9 @@ class ChatMessage(StrictBody):
     function_call: _Object | None = None
     refusal: Text | None = None  # an assistant's earlier refusal: not part of the prompt
     audio: _Object | None = None
+    # extensions (vLLM): an assistant's earlier reasoning, not part of the prompt (as vLLM renders it)
+    reasoning_content: Text | None = None
+    reasoning: Text | None = None
 
     def text(self) -> str:
         if self.content is None:
@@ -122,6 +126,22 @@ class ResponseFormat(StrictBody):
 
     type: Literal["text", "json_object", "json_schema"]
     json_schema: JsonSchemaFormat | None = None
+
+
+class StructuredOutputs(StrictBody):
+    """vLLM's ``structured_outputs``: one of ``json`` (a schema), ``regex``, ``choice``, ``json_object``
+    (the rest is refused by name, see openai_support)."""
+
+    json_: _Object | Text | None = Field(default=None, alias="json")  # a schema, or its JSON text
+    regex: Text | None = None
+    choice: list[Text] | None = Field(default=None, min_length=1)
+    json_object: bool | None = None
+    grammar: Text | None = None
+    structural_tag: Text | None = None
+    whitespace_pattern: Text | None = None
+    disable_fallback: bool | None = None
+    disable_any_whitespace: bool | None = None
+    disable_additional_properties: bool | None = None
 
 
 class _Sampling(StrictBody):
@@ -162,6 +182,21 @@ class _Sampling(StrictBody):
     cache_salt: Annotated[Text, Field(min_length=1, max_length=256)] | None = None
     # extension (vLLM): the output must be valid against this JSON schema (response_format's json_schema)
     guided_json: _Object | None = None
+    # extensions (vLLM): other output constraints (see openai_constraints)
+    guided_regex: Text | None = None
+    guided_choice: list[Text] | None = Field(default=None, min_length=1)
+    guided_grammar: Text | None = None
+    structured_outputs: StructuredOutputs | None = None
+    # extensions (vLLM): the prompt's log-probabilities, and how tokens and prompts are read
+    prompt_logprobs: Annotated[int, Field(ge=0, le=20)] | None = None
+    return_tokens_as_token_ids: bool | None = None
+    add_special_tokens: bool | None = None
+    truncate_prompt_tokens: Annotated[int, Field(ge=-1, le=U32_MAX)] | None = None
+    allowed_token_ids: list[TokenId] | None = None
+    bad_words: list[Text] | None = None
+    # extensions (vLLM), accepted, not acted on (see openai_support.IGNORED)
+    priority: Annotated[int, Field(ge=I64_MIN, le=I64_MAX)] | None = None
+    request_id: Annotated[Text, Field(max_length=256)] | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -202,6 +237,7 @@ class ChatCompletionRequest(_Sampling):
     echo: bool | None = None
     add_generation_prompt: bool | None = None
     continue_final_message: bool | None = None
+    chat_template_kwargs: _Object | None = None
 
     @model_validator(mode="after")
     def _one_limit(self) -> ChatCompletionRequest:

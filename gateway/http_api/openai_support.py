@@ -36,6 +36,11 @@ IGNORED = (
     "stream_options.include_obfuscation",
     "stream_options.continuous_usage_stats",
     "spaces_between_special_tokens",
+    "priority",
+    "request_id",
+    "messages.reasoning_content",
+    "messages.reasoning",
+    "messages.content.cache_control",
 )
 
 
@@ -70,6 +75,12 @@ _SHARED = (
             "`skip_special_tokens: false` is not supported by this server (special tokens are never shown)"),
     Refusal("include_stop_str_in_output", lambda v: v is True,
             "`include_stop_str_in_output` is not supported by this server (stop strings are never returned)"),
+    Refusal("guided_grammar", _set, "`guided_grammar` is not supported by this server: use `guided_regex`, "
+                                    "`guided_choice` or `guided_json`"),
+    Refusal("truncate_prompt_tokens", lambda v: v is not None and v != -1,
+            "`truncate_prompt_tokens` is not supported by this server"),
+    Refusal("allowed_token_ids", _nonempty, "`allowed_token_ids` is not supported by this server"),
+    Refusal("bad_words", _nonempty, "`bad_words` is not supported by this server"),
 )  # fmt: skip
 
 _CHAT = (
@@ -82,11 +93,10 @@ _CHAT = (
             "audio output is not supported by this server (its model writes text)"),
     Refusal("audio", _set, "audio output is not supported by this server (its model writes text)"),
     Refusal("web_search_options", _set, "web search is not supported by this server"),
-    Refusal("echo", lambda v: v is True, "`echo` in chat completions is not supported by this server"),
-    Refusal("add_generation_prompt", lambda v: v is False,
-            "`add_generation_prompt: false` is not supported by this server"),
-    Refusal("continue_final_message", lambda v: v is True,
-            "`continue_final_message` is not supported by this server"),
+    Refusal("add_special_tokens", lambda v: v is True,
+            "`add_special_tokens: true` in chat completions is not supported by this server (the chat "
+            "template writes the special tokens)"),
+    Refusal("chat_template_kwargs", _nonempty, "`chat_template_kwargs` is not supported by this server"),
 )  # fmt: skip
 
 _COMPLETION = (
@@ -107,10 +117,40 @@ def check(body: ChatCompletionRequest | CompletionRequest) -> None:
     if isinstance(body, CompletionRequest) and len(body.prompts()) * body.choices > MAX_BATCH_CHOICES:
         raise invalid(f"a batch of prompts times `n` above {MAX_BATCH_CHOICES} choices is not supported by "
                       "this server", "prompt")  # fmt: skip
+    _check_prompt_scores(body)
     if isinstance(body, ChatCompletionRequest) and body.top_logprobs and not body.logprobs:
         raise invalid("`top_logprobs` needs `logprobs: true`", "top_logprobs")
     if isinstance(body, ChatCompletionRequest):
+        _check_chat(body)
         _check_messages(body)
+
+
+def prompt_scored(body: ChatCompletionRequest | CompletionRequest) -> int | None:
+    """How many most likely tokens each prompt token is scored with (None: not scored): vLLM's
+    ``prompt_logprobs``, or completions' ``echo`` with ``logprobs``."""
+    if body.prompt_logprobs is not None:
+        return body.prompt_logprobs
+    return body.logprobs if isinstance(body, CompletionRequest) and body.echo else None
+
+
+def _check_prompt_scores(body: ChatCompletionRequest | CompletionRequest) -> None:
+    if body.prompt_logprobs is not None and body.stream:
+        raise invalid("`prompt_logprobs` in a stream is not supported by this server", "prompt_logprobs")
+    echoed = body.logprobs if isinstance(body, CompletionRequest) and body.echo else None
+    if body.prompt_logprobs is not None and echoed is not None and echoed != body.prompt_logprobs:
+        raise invalid("`prompt_logprobs` with `echo` must equal `logprobs` (the prompt is scored once)",
+                      "prompt_logprobs")  # fmt: skip
+
+
+def _check_chat(body: ChatCompletionRequest) -> None:
+    """vLLM's rendering options: a final assistant message is continued only without a new turn."""
+    if body.continue_final_message and body.add_generation_prompt:
+        raise invalid("`continue_final_message` and `add_generation_prompt: true` cannot be combined",
+                      "continue_final_message")  # fmt: skip
+    if body.continue_final_message and body.messages[-1].role != "assistant":
+        raise invalid("`continue_final_message` needs an assistant message last", "continue_final_message")
+    if body.echo and body.stream:
+        raise invalid("chat `echo` in a stream is not supported by this server", "echo")
 
 
 def _check_messages(body: ChatCompletionRequest) -> None:

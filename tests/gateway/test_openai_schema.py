@@ -32,7 +32,9 @@ NULL_CHAT = {
          "top_logprobs", "response_format", "tools", "tool_choice", "parallel_tool_calls", "functions",
          "function_call", "modalities", "audio", "prediction", "reasoning_effort", "verbosity",
          "web_search_options", "echo", "add_generation_prompt", "continue_final_message",
-         "some_future_field"]
+         "guided_regex", "guided_choice", "guided_grammar", "structured_outputs", "prompt_logprobs",
+         "return_tokens_as_token_ids", "add_special_tokens", "truncate_prompt_tokens", "allowed_token_ids",
+         "bad_words", "priority", "request_id", "chat_template_kwargs", "some_future_field"]
     ),
 }  # fmt: skip
 NULL_COMPLETION = {
@@ -61,7 +63,21 @@ NOT_ACTED_ON = {
     "skip_special_tokens": True,
     "include_stop_str_in_output": False,
     "top_k": -1,  # vLLM's "off"
-}
+    "priority": 3,
+    "request_id": "client-chosen-1",
+    # on messages and their parts: an assistant's reasoning, Anthropic's cache marks
+    "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]},
+        {"role": "assistant", "content": "hello", "reasoning_content": "greet back", "reasoning": "r"},
+        {"role": "user", "content": "hi"},
+    ],
+    # vLLM's extensions at the values that are kvgate's defaults
+    "add_special_tokens": False,
+    "truncate_prompt_tokens": -1,
+    "chat_template_kwargs": {},
+    "allowed_token_ids": [],
+    "bad_words": [],
+}  # fmt: skip
 
 
 @pytest.fixture
@@ -123,6 +139,25 @@ UNSUPPORTED = [
     (CHAT, {"bogus": {"a": 1}}, "bogus", "Unrecognized request argument supplied: bogus"),
     (COMPLETIONS, {"suffix": "end"}, "suffix", "`suffix` (insertion) is not supported"),
     (COMPLETIONS, {"best_of": 3}, "best_of", "`best_of` other than `n`"),
+    (CHAT, {"guided_grammar": "root ::= \"a\""}, "guided_grammar", "`guided_grammar` is not supported"),
+    (CHAT, {"structured_outputs": {"grammar": "root ::= x"}}, "structured_outputs",
+     "`structured_outputs.grammar` is not supported"),
+    (CHAT, {"structured_outputs": {"regex": "a", "choice": ["a"]}}, "structured_outputs", "exactly one of"),
+    (CHAT, {"structured_outputs": {"json": "{"}}, "structured_outputs", "not valid JSON"),
+    (CHAT, {"guided_regex": "(", "guided_choice": ["a"]}, "guided_choice", "not both"),
+    (COMPLETIONS, {"guided_regex": "(unclosed"}, "guided_regex", "unclosed group"),
+    (CHAT, {"truncate_prompt_tokens": 5}, "truncate_prompt_tokens", "is not supported by this server"),
+    (COMPLETIONS, {"allowed_token_ids": [1, 2]}, "allowed_token_ids", "is not supported by this server"),
+    (COMPLETIONS, {"bad_words": ["x"]}, "bad_words", "is not supported by this server"),
+    (CHAT, {"add_special_tokens": True}, "add_special_tokens", "the chat template writes"),
+    (CHAT, {"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs",
+     "`chat_template_kwargs` is not supported by this server"),
+    (CHAT, {"prompt_logprobs": 1, "stream": True}, "prompt_logprobs", "in a stream is not supported"),
+    (COMPLETIONS, {"prompt_logprobs": 1, "echo": True, "logprobs": 2}, "prompt_logprobs", "must equal"),
+    (CHAT, {"echo": True, "stream": True}, "echo", "chat `echo` in a stream is not supported"),
+    (CHAT, {"continue_final_message": True}, "continue_final_message", "needs an assistant message last"),
+    (CHAT, {"messages": [*HI, {"role": "assistant", "content": "So"}], "continue_final_message": True,
+            "add_generation_prompt": True}, "continue_final_message", "cannot be combined"),
 ]  # fmt: skip
 
 
@@ -148,6 +183,9 @@ BAD_TYPES = [
     {"response_format": {"type": "yaml"}},
     {"tools": [{"type": "function", "function": {"name": "no spaces allowed"}}]},
     {"tool_choice": "sometimes"},
+    {"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": 5}]}]},
+    {"tool_choice": {"type": "function", "function": {"name": 5}}},
+    {"structured_outputs": {"choice": []}},
     {"messages": [*HI, {"role": "assistant", "tool_calls": [{"id": "c"}]}]},
 ]  # fmt: skip
 
@@ -158,7 +196,21 @@ async def test_no_refusal_reads_like_a_validator(http: httpx.AsyncClient, change
     assert reply.status_code == 400, reply.text
     message = reply.json()["error"]["message"]
     assert not any(w in message for w in VALIDATOR_WORDING), message
-    assert reply.json()["error"]["param"] is not None
+    param = reply.json()["error"]["param"]
+    assert param is not None
+    assert not any(part[:1].isupper() for part in param.split(".")), param  # no pydantic class names
+
+
+@pytest.mark.parametrize(("change", "param"), [
+    ({"messages": [{"role": "user", "content": [{"type": "text", "text": "x", "cache_control": 5}]}]},
+     "messages.0.content.0.cache_control"),
+    ({"tool_choice": {"type": "function", "function": {"name": 5}}}, "tool_choice.function.name"),
+])  # fmt: skip
+async def test_a_refusal_names_the_field_as_the_client_wrote_it(
+    http: httpx.AsyncClient, change: dict, param: str
+) -> None:
+    reply = await http.post(CHAT, json={"model": MODEL, "messages": HI, "max_tokens": 2} | change)
+    assert (reply.status_code, reply.json()["error"]["param"]) == (400, param), reply.text
 
 
 async def test_a_model_is_described_by_its_id(live: LiveGateway) -> None:

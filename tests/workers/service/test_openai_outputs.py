@@ -158,3 +158,71 @@ async def test_echo_and_logit_bias(stack: Stack) -> None:
     reply = await stack.client.completions.create(model=MODEL, prompt="Say: ", max_tokens=3, temperature=0.7,
                                                   echo=True, logit_bias={str(forced): 100})  # fmt: skip
     assert reply.choices[0].text == "Say: zzz"
+
+
+async def test_prompt_logprobs_are_vllms_list_of_the_models_log_softmax(stack: Stack) -> None:
+    prompt = [5, 80, 81, 82, 90, 100, 101]
+    reply = await stack.client.completions.create(model=MODEL, prompt=prompt, max_tokens=2, temperature=0,
+                                                  extra_body={"prompt_logprobs": 2})  # fmt: skip
+    scores = reply.choices[0].model_extra["prompt_logprobs"]
+    assert reply.choices[0].logprobs is None  # no `logprobs` asked: the prompt's scores stay out of them
+    assert len(scores) == len(prompt)
+    assert scores[0] is None
+    rows = log_softmax_after(stack, prompt)
+    for i, entry in enumerate(scores[1:], 1):
+        row = rows[i - 1]
+        values, best = row.topk(2)
+        own = entry[str(prompt[i])]
+        assert own["logprob"] == pytest.approx(row[prompt[i]].item(), abs=1e-4)
+        assert own["decoded_token"] == text_of(stack, prompt[i])
+        for rank, (token, value) in enumerate(zip(best.tolist(), values.tolist(), strict=True), 1):
+            assert entry[str(token)]["rank"] == rank
+            assert entry[str(token)]["logprob"] == pytest.approx(value, abs=1e-4)
+        assert len(entry) in (2, 3)  # the two most likely and the prompt's own token
+    chat = await stack.client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2,
+                                                      extra_body={"prompt_logprobs": 0})  # fmt: skip
+    ids = chat_ids(stack)
+    chat_scores = chat.model_extra["prompt_logprobs"]
+    assert len(chat_scores) == len(ids)
+    assert chat_scores[0] is None
+    last = log_softmax_after(stack, ids)[-2][ids[-1]].item()
+    assert chat_scores[-1][str(ids[-1])]["logprob"] == pytest.approx(last, abs=1e-4)
+
+
+async def test_tokens_as_token_ids(stack: Stack) -> None:
+    reply = await stack.client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=3, temperature=0, logprobs=True, top_logprobs=2,
+        extra_body={"return_tokens_as_token_ids": True},
+    )  # fmt: skip
+    ids = chat_ids(stack)
+    best = log_softmax_after(stack, ids)[-1].topk(2).indices.tolist()
+    first = reply.choices[0].logprobs.content[0]
+    assert first.token == f"token_id:{best[0]}"
+    assert [t.token for t in first.top_logprobs] == [f"token_id:{i}" for i in best]
+    stream = await stack.client.completions.create(
+        model=MODEL, prompt=[5, 80, 81], max_tokens=2, temperature=0, logprobs=1, stream=True,
+        extra_body={"return_tokens_as_token_ids": True},
+    )  # fmt: skip
+    tokens = [t for c in [c async for c in stream] if c.choices and c.choices[0].logprobs
+              for t in c.choices[0].logprobs.tokens]  # fmt: skip
+    assert len(tokens) == 2
+    assert all(t.startswith("token_id:") for t in tokens)
+
+
+async def test_a_final_assistant_message_is_continued_and_echoed(stack: Stack) -> None:
+    messages = [*MESSAGES, {"role": "assistant", "content": "One, two,"}]
+    reply = await stack.client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=3, temperature=0,  # type: ignore[arg-type]
+        extra_body={"continue_final_message": True, "add_generation_prompt": False, "echo": True},
+    )  # fmt: skip
+    rendered = stack.tokenizer.apply_chat_template(messages, add_generation_prompt=False)
+    cut = rendered[: rendered.rindex("One, two,") + len("One, two,")]
+    ids = stack.tokenizer.encode(cut, add_special_tokens=False).tolist()
+    assert reply.usage.prompt_tokens == len(ids)
+    nxt = log_softmax_after(stack, ids)[-1].argmax().item()
+    assert reply.choices[0].message.content.startswith("One, two," + text_of(stack, nxt))
+    plain = await stack.client.chat.completions.create(
+        model=MODEL, messages=MESSAGES, max_tokens=1, extra_body={"add_generation_prompt": False}
+    )
+    without = stack.tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=False)
+    assert plain.usage.prompt_tokens == len(stack.tokenizer.encode(without, add_special_tokens=False))

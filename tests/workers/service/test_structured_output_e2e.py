@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -144,3 +145,28 @@ async def test_a_schema_that_cannot_compile_is_a_400_that_never_reaches_the_work
     assert refused.value.param == "response_format"
     assert "cannot be used for constrained decoding" in refused.value.message
     assert stack.worker.engine.counters().requests == before
+
+
+async def test_vllms_regex_and_choice_constraints_hold(stack: Stack) -> None:
+    regex = r"[a-c]{2}/\d{3}"
+    choices = ["cat", "dog", 'say "hi"']
+
+    async def ask(extra: dict[str, Any], seed: int) -> str:
+        reply = await stack.client.chat.completions.create(
+            model=MODEL, messages=MESSAGES, max_tokens=200, temperature=1.0, seed=seed, extra_body=extra
+        )
+        assert reply.choices[0].finish_reason == "stop", reply
+        return reply.choices[0].message.content or ""
+
+    asked = [ask({"guided_regex": regex}, 1), ask({"structured_outputs": {"regex": regex}}, 2),
+             ask({"guided_choice": choices}, 3), ask({"structured_outputs": {"choice": choices}}, 4),
+             ask({"structured_outputs": {"json": json.dumps(SCHEMAS["nested"])}}, 5)]  # fmt: skip
+    by_regex_1, by_regex_2, chosen_1, chosen_2, as_json = await asyncio.gather(*asked)
+    assert re.fullmatch(regex, by_regex_1), by_regex_1
+    assert re.fullmatch(regex, by_regex_2), by_regex_2
+    assert {chosen_1, chosen_2} <= set(choices)
+    jsonschema.validate(json.loads(as_json), SCHEMAS["nested"])
+    completion = await stack.client.completions.create(
+        model=MODEL, prompt="Pick:", max_tokens=10, seed=6, extra_body={"guided_choice": ["yes", "no"]}
+    )
+    assert completion.choices[0].text in ("yes", "no")
