@@ -179,6 +179,11 @@ async def test_prompt_logprobs_are_vllms_list_of_the_models_log_softmax(stack: S
             assert entry[str(token)]["rank"] == rank
             assert entry[str(token)]["logprob"] == pytest.approx(value, abs=1e-4)
         assert len(entry) in (2, 3)  # the two most likely and the prompt's own token
+    both = await stack.client.completions.create(model=MODEL, prompt=prompt, max_tokens=2, temperature=0,
+                                                 logprobs=1, extra_body={"prompt_logprobs": 2})  # fmt: skip
+    assert len(both.choices[0].logprobs.tokens) == 2  # without `echo`, `logprobs` covers the output alone
+    keys = [None if e is None else set(e) for e in both.choices[0].model_extra["prompt_logprobs"]]
+    assert keys == [None if e is None else set(e) for e in scores]
     chat = await stack.client.chat.completions.create(model=MODEL, messages=MESSAGES, max_tokens=2,
                                                       extra_body={"prompt_logprobs": 0})  # fmt: skip
     ids = chat_ids(stack)
