@@ -73,7 +73,8 @@ class GenerateRequest:
     the request (unique; None: the core assigns one). ``constraint_param``: the front's name of the
     field an output constraint (``sampling["constraint"]``) came in, named when it is refused.
     ``reads_calls``: the answer is read for tool calls (the served model's call markers stay in its
-    text).
+    text). ``keep_last``: only the prompt's last that many tokens are kept (vLLM's
+    ``truncate_prompt_tokens``; None: all).
     """
 
     model: str
@@ -87,6 +88,7 @@ class GenerateRequest:
     request_id: str | None = None
     constraint_param: str = "response_format"
     reads_calls: bool = False
+    keep_last: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "cache_key", routing_key(self.cache_key))

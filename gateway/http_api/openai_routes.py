@@ -65,6 +65,7 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
         client_salt=body.cache_salt or "",
         constraint_param=constraint_param,
         reads_calls=isinstance(body, ChatCompletionRequest) and openai_tools.readable_names(body) is not None,
+        keep_last=body.truncate_prompt_tokens if body.truncate_prompt_tokens != -1 else None,
     )
 
 

@@ -77,8 +77,8 @@ _SHARED = (
             "`include_stop_str_in_output` is not supported by this server (stop strings are never returned)"),
     Refusal("guided_grammar", _set, "`guided_grammar` is not supported by this server: use `guided_regex`, "
                                     "`guided_choice` or `guided_json`"),
-    Refusal("truncate_prompt_tokens", lambda v: v is not None and v != -1,
-            "`truncate_prompt_tokens` is not supported by this server"),
+    Refusal("truncate_prompt_tokens", lambda v: v == 0, "`truncate_prompt_tokens` must be at least 1 (or -1: "
+                                                        "the whole prompt)"),
     Refusal("allowed_token_ids", _nonempty, "`allowed_token_ids` is not supported by this server"),
     Refusal("bad_words", _nonempty, "`bad_words` is not supported by this server"),
 )  # fmt: skip

@@ -231,3 +231,15 @@ async def test_a_final_assistant_message_is_continued_and_echoed(stack: Stack) -
     )
     without = stack.tokenizer.apply_chat_template(MESSAGES, add_generation_prompt=False)
     assert plain.usage.prompt_tokens == len(stack.tokenizer.encode(without, add_special_tokens=False))
+
+
+async def test_truncate_prompt_tokens_keeps_the_last_ones(stack: Stack) -> None:
+    prompt = [5, 80, 81, 82, 90, 100, 101]
+    reply = await stack.client.completions.create(
+        model=MODEL, prompt=prompt, max_tokens=1, temperature=0, echo=True,
+        extra_body={"truncate_prompt_tokens": 3},
+    )  # fmt: skip
+    kept = prompt[-3:]
+    assert reply.usage.prompt_tokens == 3
+    nxt = log_softmax_after(stack, kept)[-1].argmax().item()
+    assert reply.choices[0].text == stack.tokenizer.decode(kept) + text_of(stack, nxt)
