@@ -97,6 +97,8 @@ class RequestCore:
         cannot be compiled is INVALID_REQUEST naming ``request.constraint_param``."""
         adapter = self.models.resolve(request.model)
         ids = await self._encoder.encode(request.prompt)
+        if request.keep_last is not None:
+            ids = ids[-request.keep_last :]  # what is cut cannot match a breakpoint or a shared prefix
         hint = request.cache_hint
         if isinstance(request.prompt, ChatInput) and request.prompt.breakpoints:
             hint = await self._encoder.breakpoint_hint(ids, request.prompt.breakpoints)

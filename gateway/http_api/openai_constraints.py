@@ -1,8 +1,9 @@
 """An OpenAI body's output constraint as the :class:`~kvgate.proto.constraint.OutputConstraint` the
 workers decode under: ``response_format`` (``json_object``, ``json_schema``) or vLLM's extensions,
 ``guided_json``, ``guided_regex``, ``guided_choice`` and ``structured_outputs`` (``json``, ``regex``,
-``choice``, ``json_object``). A regular expression or a choice travels as a Lark grammar
-(``start: /regex/``; ``start: "a" | "b"``), which the workers' grammar engine (llguidance) compiles.
+``choice``, ``json_object``), and ``allowed_token_ids``. A regular expression, a choice or a set of
+tokens travels as a Lark grammar (``start: /regex/``; ``start: "a" | "b"``; ``start: <[5,7]>*``),
+which the workers' grammar engine (llguidance) compiles.
 
 Whether the constraint compiles is the request core's check (it names the field this module reports).
 """
@@ -54,6 +55,8 @@ def _given(body: ChatCompletionRequest | CompletionRequest) -> list[tuple[str, A
         given.append(("guided_choice", lambda: _choice(body.guided_choice or [])))
     if body.structured_outputs is not None:
         given.append((STRUCTURED, lambda: _structured(body.structured_outputs)))
+    if body.allowed_token_ids:
+        given.append(("allowed_token_ids", lambda: _only_tokens(body.allowed_token_ids or [])))
     return given
 
 
@@ -101,6 +104,11 @@ def _regex(regex: str) -> OutputConstraint:
 def _choice(choices: list[str]) -> OutputConstraint:
     """The output is one of ``choices``, exactly (JSON string literals are Lark's)."""
     return OutputConstraint(ConstraintKind.LARK, "start: " + " | ".join(json.dumps(c) for c in choices))
+
+
+def _only_tokens(token_ids: list[int]) -> OutputConstraint:
+    """The output is made of ``token_ids`` alone (vLLM's ``allowed_token_ids``), EOS allowed as ever."""
+    return OutputConstraint(ConstraintKind.LARK, f"start: <[{','.join(map(str, sorted(set(token_ids))))}]>*")
 
 
 def _slashes_escaped(regex: str) -> str:

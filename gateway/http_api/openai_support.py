@@ -79,7 +79,6 @@ _SHARED = (
                                     "`guided_choice` or `guided_json`"),
     Refusal("truncate_prompt_tokens", lambda v: v == 0, "`truncate_prompt_tokens` must be at least 1 (or -1: "
                                                         "the whole prompt)"),
-    Refusal("allowed_token_ids", _nonempty, "`allowed_token_ids` is not supported by this server"),
     Refusal("bad_words", _nonempty, "`bad_words` is not supported by this server"),
 )  # fmt: skip
 

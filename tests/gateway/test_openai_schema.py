@@ -147,7 +147,7 @@ UNSUPPORTED = [
     (CHAT, {"guided_regex": "(", "guided_choice": ["a"]}, "guided_choice", "not both"),
     (COMPLETIONS, {"guided_regex": "(unclosed"}, "guided_regex", "unclosed group"),
     (CHAT, {"truncate_prompt_tokens": 0}, "truncate_prompt_tokens", "must be at least 1"),
-    (COMPLETIONS, {"allowed_token_ids": [1, 2]}, "allowed_token_ids", "is not supported by this server"),
+    (COMPLETIONS, {"allowed_token_ids": [1, 2], "guided_choice": ["a"]}, "allowed_token_ids", "not both"),
     (COMPLETIONS, {"bad_words": ["x"]}, "bad_words", "is not supported by this server"),
     (CHAT, {"add_special_tokens": True}, "add_special_tokens", "the chat template writes"),
     (CHAT, {"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs",

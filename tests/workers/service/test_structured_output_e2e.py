@@ -170,3 +170,21 @@ async def test_vllms_regex_and_choice_constraints_hold(stack: Stack) -> None:
         model=MODEL, prompt="Pick:", max_tokens=10, seed=6, extra_body={"guided_choice": ["yes", "no"]}
     )
     assert completion.choices[0].text in ("yes", "no")
+
+
+async def test_allowed_token_ids_are_the_only_tokens_written(stack: Stack) -> None:
+    allowed = [stack.tokenizer.encode(c, add_special_tokens=False).tolist()[0] for c in "ab"]
+    reply = await stack.client.completions.create(
+        model=MODEL, prompt="Pick:", max_tokens=12, temperature=1.0, seed=9, logprobs=0,
+        extra_body={"allowed_token_ids": allowed, "return_tokens_as_token_ids": True},
+    )  # fmt: skip
+    tokens = [int(t.removeprefix("token_id:")) for t in reply.choices[0].logprobs.tokens]
+    if reply.choices[0].finish_reason == "stop":  # EOS stays allowed (the tiny model's: its last special)
+        tokens.pop()
+    assert tokens
+    assert set(tokens) <= set(allowed), tokens
+    assert set(reply.choices[0].text) <= set("ab")
+    with pytest.raises(openai.BadRequestError) as outside:
+        await stack.client.completions.create(model=MODEL, prompt="Pick:", max_tokens=2,
+                                              extra_body={"allowed_token_ids": [100_000]})  # fmt: skip
+    assert outside.value.status_code == 400
