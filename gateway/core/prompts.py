@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -51,7 +52,8 @@ class PromptEncoder:
         tokenizing grows with the text, the answer would be the same)."""
         self._check_length(prompt)
         if isinstance(prompt, ChatInput):
-            return await self._chat(prompt.messages, prompt.generation_prompt, prompt.continue_final)
+            return await asyncio.to_thread(self._render_and_encode, prompt.messages, prompt.generation_prompt,
+                                           prompt.continue_final, dict(prompt.template_vars))  # fmt: skip
         if isinstance(prompt, TextInput):
             special = prompt.special_tokens
             return await asyncio.to_thread(self._tokenizer.encode, prompt.text, add_special_tokens=special)
@@ -95,18 +97,19 @@ class PromptEncoder:
         ttl_s = max(TTL_CLASSES[b.ttl_class] for b in breakpoints)  # the longest class asked for
         return CacheHint(pinned_prefix_tokens=pinned, ttl_s=ttl_s)
 
-    async def _chat(
-        self, messages: ChatMessages, generation_prompt: bool = True, continue_final: bool = False
-    ) -> np.ndarray:
-        return await asyncio.to_thread(self._render_and_encode, messages, generation_prompt, continue_final)
+    async def _chat(self, messages: ChatMessages, generation_prompt: bool = True) -> np.ndarray:
+        return await asyncio.to_thread(self._render_and_encode, messages, generation_prompt)
 
     def _render_and_encode(
-        self, messages: ChatMessages, generation_prompt: bool, continue_final: bool = False
-    ) -> np.ndarray:
+        self, messages: ChatMessages, generation_prompt: bool, continue_final: bool = False,
+        template_vars: dict[str, Any] | None = None,
+    ) -> np.ndarray:  # fmt: skip
         if len(messages) > self._max_messages:
             raise invalid(f"at most {self._max_messages} messages are allowed", "messages")
         try:
-            text = self._tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt)
+            text = self._tokenizer.apply_chat_template(
+                messages, add_generation_prompt=generation_prompt, **(template_vars or {})
+            )
         except (ChatTemplateError, ValueError) as exc:
             raise invalid(f"the chat template rejected the messages: {exc}", "messages") from exc
         return self._chats.encode(_left_open(text, messages[-1]["content"]) if continue_final else text)

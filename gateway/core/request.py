@@ -33,12 +33,15 @@ class Breakpoint:
 class ChatInput:
     """A conversation, rendered with the model's chat template. ``generation_prompt``: the assistant's
     header appended (a new turn to answer); ``continue_final``: the last message (an assistant's) left
-    open, its end-of-turn cut off, so the model continues its text (vLLM's ``continue_final_message``)."""
+    open, its end-of-turn cut off, so the model continues its text (vLLM's ``continue_final_message``).
+    ``template_vars``: further variables of the chat template (vLLM's ``chat_template_kwargs``, such as
+    ``enable_thinking``), as ``(name, value)`` pairs."""
 
     messages: ChatMessages
     breakpoints: tuple[Breakpoint, ...] = ()
     generation_prompt: bool = True
     continue_final: bool = False
+    template_vars: tuple[tuple[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,10 +69,11 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
     )
 
 
-def _rendering(body: ChatCompletionRequest) -> tuple[bool, bool]:
-    """``(generation prompt, continue the final message)``, as vLLM renders a chat."""
+def _rendering(body: ChatCompletionRequest) -> tuple[bool, bool, tuple[tuple[str, Any], ...]]:
+    """``(generation prompt, continue the final message, template variables)``, as vLLM renders a chat."""
     final = bool(body.continue_final_message)
-    return body.add_generation_prompt is not False and not final, final
+    template_vars = tuple((body.chat_template_kwargs or {}).items())
+    return body.add_generation_prompt is not False and not final, final, template_vars
 
 
 def _sampling(body: ChatCompletionRequest | CompletionRequest) -> dict[str, Any]:

@@ -53,6 +53,8 @@ class Refusal:
     message: str
 
 
+_RENDERED_BY_KVGATE = frozenset({"messages", "add_generation_prompt", "tools", "documents",
+                                 "continue_final_message"})  # fmt: skip
 _NOT_HERE = "is not supported by this server"
 
 
@@ -95,7 +97,9 @@ _CHAT = (
     Refusal("add_special_tokens", lambda v: v is True,
             "`add_special_tokens: true` in chat completions is not supported by this server (the chat "
             "template writes the special tokens)"),
-    Refusal("chat_template_kwargs", _nonempty, "`chat_template_kwargs` is not supported by this server"),
+    Refusal("chat_template_kwargs", lambda v: bool(v and set(v) & _RENDERED_BY_KVGATE),
+            "`chat_template_kwargs` may not set `messages`, `add_generation_prompt`, `tools` or `documents` "
+            "(kvgate renders them from the request)"),
 )  # fmt: skip
 
 _COMPLETION = (

@@ -74,7 +74,7 @@ NOT_ACTED_ON = {
     # vLLM's extensions at the values that are kvgate's defaults
     "add_special_tokens": False,
     "truncate_prompt_tokens": -1,
-    "chat_template_kwargs": {},
+    "chat_template_kwargs": {"enable_thinking": False},  # a variable the model's template does not read
     "allowed_token_ids": [],
     "bad_words": [],
 }  # fmt: skip
@@ -150,8 +150,8 @@ UNSUPPORTED = [
     (COMPLETIONS, {"allowed_token_ids": [1, 2], "guided_choice": ["a"]}, "allowed_token_ids", "not both"),
     (COMPLETIONS, {"bad_words": ["x"]}, "bad_words", "is not supported by this server"),
     (CHAT, {"add_special_tokens": True}, "add_special_tokens", "the chat template writes"),
-    (CHAT, {"chat_template_kwargs": {"enable_thinking": False}}, "chat_template_kwargs",
-     "`chat_template_kwargs` is not supported by this server"),
+    (CHAT, {"chat_template_kwargs": {"enable_thinking": False, "tools": []}}, "chat_template_kwargs",
+     "may not set `messages`, `add_generation_prompt`, `tools`"),
     (CHAT, {"prompt_logprobs": 1, "stream": True}, "prompt_logprobs", "in a stream is not supported"),
     (COMPLETIONS, {"prompt_logprobs": 1, "echo": True, "logprobs": 2}, "prompt_logprobs", "must equal"),
     (CHAT, {"echo": True, "stream": True}, "echo", "chat `echo` in a stream is not supported"),

@@ -65,3 +65,39 @@ def test_the_cache_bound_is_a_validated_setting() -> None:
     assert GatewaySettings("m", layout, tokenizer_cache_bytes=0).tokenizer_cache_bytes == 0
     with pytest.raises(ValueError, match="tokenizer_cache_bytes"):
         GatewaySettings("m", layout, tokenizer_cache_bytes=-1)
+
+
+async def test_a_text_is_encoded_with_or_without_the_models_own_special_tokens(
+    tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    asked: list[bool] = []
+    encode = tokenizer.encode
+
+    def recording(text: str, *, add_special_tokens: bool = True) -> object:
+        asked.append(add_special_tokens)
+        return encode(text, add_special_tokens=add_special_tokens)
+
+    monkeypatch.setattr(tokenizer, "encode", recording)
+    prompts = _encoder(tokenizer)
+    await prompts.encode(TextInput("hi"))
+    await prompts.encode(TextInput("hi", special_tokens=False))  # vLLM's `add_special_tokens: false`
+    assert asked == [True, False]
+
+
+async def test_a_chat_is_rendered_with_the_clients_template_variables(
+    tokenizer: Tokenizer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[dict[str, object]] = []
+    render = tokenizer.apply_chat_template
+
+    def recording(messages: list, *, add_generation_prompt: bool = True, **extra: object) -> str:
+        seen.append({"add_generation_prompt": add_generation_prompt, **extra})
+        return render(messages, add_generation_prompt=add_generation_prompt, **extra)
+
+    monkeypatch.setattr(tokenizer, "apply_chat_template", recording)
+    chat = _chat("Is it on?")
+    await _encoder(tokenizer).encode(ChatInput(chat.messages, template_vars=(("enable_thinking", False),)))
+    await _encoder(tokenizer).encode(ChatInput(chat.messages, generation_prompt=False))
+    with_vars, without_header = seen
+    assert with_vars == {"add_generation_prompt": True, "enable_thinking": False}
+    assert without_header == {"add_generation_prompt": False}
