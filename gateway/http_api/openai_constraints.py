@@ -75,6 +75,9 @@ def _structured(spec: StructuredOutputs | None) -> OutputConstraint:
     for name in _STRUCTURED_REFUSED:
         if getattr(spec, name) is not None:
             raise invalid(f"`structured_outputs.{name}` is not supported by this server", STRUCTURED)
+    if spec.disable_additional_properties:  # it would change the schema; the others change no output
+        raise invalid("`structured_outputs.disable_additional_properties` is not supported by this server: "
+                      "write `additionalProperties: false` in the schema", STRUCTURED)  # fmt: skip
     kinds = [k for k in ("json_", "regex", "choice", "json_object") if getattr(spec, k) not in (None, False)]
     if len(kinds) != 1:
         raise invalid("`structured_outputs` needs exactly one of `json`, `regex`, `choice`, `json_object`",

@@ -143,6 +143,8 @@ UNSUPPORTED = [
     (CHAT, {"structured_outputs": {"grammar": "root ::= x"}}, "structured_outputs",
      "`structured_outputs.grammar` is not supported"),
     (CHAT, {"structured_outputs": {"regex": "a", "choice": ["a"]}}, "structured_outputs", "exactly one of"),
+    (CHAT, {"structured_outputs": {"json": {"type": "object"}, "disable_additional_properties": True}},
+     "structured_outputs", "write `additionalProperties: false`"),
     (CHAT, {"structured_outputs": {"json": "{"}}, "structured_outputs", "not valid JSON"),
     (CHAT, {"guided_regex": "(", "guided_choice": ["a"]}, "guided_choice", "not both"),
     (COMPLETIONS, {"guided_regex": "(unclosed"}, "guided_regex", "unclosed group"),
