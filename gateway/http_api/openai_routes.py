@@ -16,7 +16,7 @@ from kvgate.gateway.core.textgen import TextDone
 from kvgate.gateway.core.tools import call_constraint
 from kvgate.gateway.errors import invalid
 from kvgate.gateway.http_api import openai_answers as answers
-from kvgate.gateway.http_api import openai_constraints, openai_tools
+from kvgate.gateway.http_api import openai_breakpoints, openai_constraints, openai_tools
 from kvgate.gateway.http_api import openai_format as fmt
 from kvgate.gateway.http_api import openai_support as support
 from kvgate.gateway.http_api.auth import HttpAuth
@@ -43,7 +43,8 @@ def openai_request(body: ChatCompletionRequest | CompletionRequest, number: int 
     constraint, constraint_param = openai_constraints.constraint_of(body)
     if isinstance(body, ChatCompletionRequest):
         tools = openai_tools.tools_of(body)
-        prompt = ChatInput(openai_tools.conversation(body, tools), (), *_rendering(body))
+        marks = openai_breakpoints.breakpoints_of(body, tools)
+        prompt = ChatInput(openai_tools.conversation(body, tools), marks, *_rendering(body))
         logprobs = (body.top_logprobs or 0) if body.logprobs else None
         required = call_constraint(tools, openai_tools.choice_of(body, tools))
         if required is not None and constraint is not None:

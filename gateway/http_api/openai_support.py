@@ -40,7 +40,6 @@ IGNORED = (
     "request_id",
     "messages.reasoning_content",
     "messages.reasoning",
-    "messages.content.cache_control",
 )
 
 

@@ -10,6 +10,7 @@ import httpx
 import openai
 import pytest
 
+from kvgate.common.tokenizer import Tokenizer
 from tests.support.live_gateway import MODEL, LiveGateway
 from tests.support.scripted_worker import Mode
 
@@ -212,3 +213,19 @@ async def test_health_is_ok_with_workers(live: LiveGateway) -> None:
         "unfollowed_workers": 0,
         "shared_index_reachable": None,
     }
+
+
+async def test_a_cache_control_mark_on_a_text_part_pins_its_prefix(
+    sdk: openai.AsyncOpenAI, live: LiveGateway, tokenizer: Tokenizer
+) -> None:
+    marked = {"type": "text", "text": LONG_SYSTEM, "cache_control": {"type": "ephemeral", "ttl": "1h"}}
+    messages = [{"role": "system", "content": [marked]}, {"role": "user", "content": "What is a chunk?"}]
+    await sdk.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)  # type: ignore[arg-type]
+    system = [{"role": "system", "content": LONG_SYSTEM}]
+    pinned = len(tokenizer.encode(tokenizer.apply_chat_template(system, add_generation_prompt=False),
+                                  add_special_tokens=False))  # fmt: skip
+    hints = [h for w in live.workers for h in w.hints]
+    assert [(h.pinned_prefix_tokens, h.ttl_s) for h in hints] == [(pinned, 3600)]
+    marked["cache_control"] = {"type": "ephemeral", "ttl": "2h"}
+    with pytest.raises(openai.BadRequestError, match="unknown cache TTL class '2h'"):
+        await sdk.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)  # type: ignore[arg-type]
