@@ -196,7 +196,7 @@ class _Sampling(StrictBody):
     bad_words: list[Text] | None = None
     # extensions (vLLM), accepted, not acted on (see openai_support.IGNORED)
     priority: Annotated[int, Field(ge=I64_MIN, le=I64_MAX)] | None = None
-    request_id: Annotated[Text, Field(max_length=256)] | None = None
+    request_id: Text | None = None  # the request's id stays kvgate's own (see request_ids)
 
     @model_validator(mode="before")
     @classmethod

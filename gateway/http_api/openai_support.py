@@ -97,8 +97,8 @@ _CHAT = (
             "`add_special_tokens: true` in chat completions is not supported by this server (the chat "
             "template writes the special tokens)"),
     Refusal("chat_template_kwargs", lambda v: bool(v and set(v) & _RENDERED_BY_KVGATE),
-            "`chat_template_kwargs` may not set `messages`, `add_generation_prompt`, `tools` or `documents` "
-            "(kvgate renders them from the request)"),
+            "`chat_template_kwargs` may not set `messages`, `add_generation_prompt`, `tools`, `documents` or "
+            "`continue_final_message` (kvgate renders them from the request)"),
 )  # fmt: skip
 
 _COMPLETION = (
