@@ -25,7 +25,7 @@ from kvgate.proto.chain import ChainRoots, chain_hashes
 from kvgate.proto.events import EventBatch, Holding, KVEvent, Snapshot
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.layout import CacheLayout
-from kvgate.proto.sampling import CacheHint, FinishReason, Usage
+from kvgate.proto.sampling import CacheHint, FinishReason, TokenLogprob, Usage
 from kvgate.proto.trust import sign_record
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
@@ -139,9 +139,12 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
                 await asyncio.sleep(3600)
             await asyncio.sleep(self.token_delay_s)
             produced += 1
+            token = self.reply[i] if self.reply else (ids[-1] + i + 1) % EOS
             yield worker_pb2.GenerateResponse(
                 tokens=worker_pb2.TokenBatch(
-                    token_ids=[self.reply[i] if self.reply else (ids[-1] + i + 1) % EOS]
+                    token_ids=[token],
+                    logprobs=_scored([token], sampling.logprobs),
+                    prompt_logprobs=_scored(ids[1:], sampling.prompt_logprobs) if i == 0 else [],
                 )
             )
         usage = Usage(len(ids), produced, cached, cached, 0)
@@ -221,3 +224,17 @@ async def health_status(port: int) -> int:
     async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
         reply = await health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest())
         return reply.status
+
+
+def _scored(token_ids: list[int], top: int | None) -> list:
+    """Log-probabilities as the worker contract sends them (one entry per token when asked, none
+    otherwise): made up but well formed: the token at -1.0, its ``top`` most likely first."""
+    if top is None:
+        return []
+    entries = []
+    for token in token_ids:
+        ranked = [token, *((token + k) % EOS for k in range(1, top))][:top]
+        values = [-1.0 - k for k in range(len(ranked))]
+        scored = TokenLogprob(-1.0, tuple(zip(ranked, values, strict=True)))
+        entries.append(convert.token_logprob_to_proto(scored))
+    return entries
