@@ -229,3 +229,27 @@ async def test_a_cache_control_mark_on_a_text_part_pins_its_prefix(
     marked["cache_control"] = {"type": "ephemeral", "ttl": "2h"}
     with pytest.raises(openai.BadRequestError, match="unknown cache TTL class '2h'"):
         await sdk.chat.completions.create(model=MODEL, messages=messages, max_tokens=2)  # type: ignore[arg-type]
+
+
+async def test_every_sampling_field_reaches_the_worker(sdk: openai.AsyncOpenAI, live: LiveGateway) -> None:
+    """Chat and completions carry each sampling field, standard and extension, to the worker's
+    request as the engine reads it (the engine's own handling is tested against a reference)."""
+    fields = {
+        "temperature": 0.7, "top_p": 0.9, "seed": 11, "max_tokens": 3, "stop": ["zz"],
+        "presence_penalty": 0.5, "frequency_penalty": -0.25, "logit_bias": {"17": 5.0, "3": -100},
+    }  # fmt: skip
+    extra = {"top_k": 7, "min_p": 0.05, "repetition_penalty": 1.2, "min_tokens": 2, "stop_token_ids": [9, 4]}
+    expected = {
+        "temperature": 0.7, "top_p": 0.9, "seed": 11, "max_tokens": 3, "stop": ("zz",),
+        "presence_penalty": 0.5, "frequency_penalty": -0.25, "logit_bias": ((3, -100.0), (17, 5.0)),
+        "top_k": 7, "min_p": 0.05, "repetition_penalty": 1.2, "min_tokens": 2, "stop_token_ids": (9, 4),
+    }  # fmt: skip
+    await sdk.chat.completions.create(model=MODEL, messages=chat("Hi"), extra_body=extra, **fields)
+    await sdk.completions.create(model=MODEL, prompt="Hi there", extra_body=extra, **fields)
+    seen = [s for worker in live.workers for s in worker.sampling]
+    assert len(seen) == 2
+    for sampling in seen:  # floats travel as float32
+        got = {name: getattr(sampling, name) for name in expected}
+        assert got == {
+            k: pytest.approx(v, rel=1e-6) if isinstance(v, float) else v for k, v in expected.items()
+        }

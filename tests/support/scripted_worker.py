@@ -25,7 +25,7 @@ from kvgate.proto.chain import ChainRoots, chain_hashes
 from kvgate.proto.events import EventBatch, Holding, KVEvent, Snapshot
 from kvgate.proto.ids import ChunkHash, Epoch, SeqNo, Tier, WorkerId
 from kvgate.proto.layout import CacheLayout
-from kvgate.proto.sampling import CacheHint, FinishReason, TokenLogprob, Usage
+from kvgate.proto.sampling import CacheHint, FinishReason, SamplingParams, TokenLogprob, Usage
 from kvgate.proto.trust import sign_record
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 
@@ -67,6 +67,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
     max_in_flight: int | None = None  # beyond it, RESOURCE_EXHAUSTED (a worker's admission queue)
     active: int = 0
     hints: list[CacheHint] = field(default_factory=list)
+    sampling: list[SamplingParams] = field(default_factory=list)  # each generation's, as received
     needs_resync: bool = False  # a publish to the index failed: the owner re-registers and resyncs
     reply: tuple[int, ...] = ()  # when set, every answer is these tokens (as many as fit), then STOP
     _seq: int = 0
@@ -131,6 +132,7 @@ class ScriptedWorker(worker_pb2_grpc.KVWorkerServicer):
         if self.prefill_delay_per_token_s:
             await asyncio.sleep((len(ids) - cached) * self.prefill_delay_per_token_s)
         sampling = convert.sampling_params_from_proto(request.sampling)
+        self.sampling.append(sampling)
         produced = 0
         for i in range(min(sampling.max_tokens, len(self.reply) or sampling.max_tokens)):
             if self.mode is Mode.FAIL_AFTER_TWO and produced == 2:
