@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Collection
-from typing import Protocol
 
 from kvgate.gateway.core.call_json import raw_arguments
 from kvgate.gateway.core.tools import CALL_CLOSE, CALL_OPEN, ToolCall
@@ -106,23 +105,9 @@ def partial_tag(text: str, tag: str = CALL_OPEN) -> int:
     return 0
 
 
-class Scanner(Protocol):
-    """What reads whole calls from a choice's text (:class:`CallScanner`, or a scanner of other
-    formats: :mod:`kvgate.gateway.core.call_formats`)."""
-
-    calls: int
-
-    def feed(self, text: str) -> list[Piece]: ...
-
-    def finish(self) -> list[Piece]: ...
-
-
-def split_calls(
-    text: str, names: Collection[str], scanner: Scanner | None = None
-) -> tuple[str | None, list[ToolCall]]:
-    """A whole answer's content (None when there is none besides its calls) and its calls, read by
-    ``scanner`` (None: a :class:`CallScanner` of ``names``)."""
-    scanner = scanner or CallScanner(names)
+def split_calls(text: str, names: Collection[str]) -> tuple[str | None, list[ToolCall]]:
+    """A whole answer's content (None when there is none besides its calls) and its calls."""
+    scanner = CallScanner(names)
     pieces = scanner.feed(text) + scanner.finish()
     content = "".join(p for p in pieces if isinstance(p, str))
     calls = [p for p in pieces if isinstance(p, ToolCall)]

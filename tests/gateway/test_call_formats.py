@@ -145,4 +145,3 @@ def test_a_reading_with_family_formats_streams_whole_calls() -> None:
     content, calls = reading.split(text)
     assert content == "Hm."
     assert [(c.name, c.arguments) for c in calls] == [("add", '{"a": 1}')]
-    assert reading.split_whole(text)[0] == "Hm."

@@ -6,10 +6,8 @@ from dataclasses import dataclass
 
 from kvgate.gateway.core.call_formats.format import CallFormat
 from kvgate.gateway.core.call_formats.hermes import HERMES
-from kvgate.gateway.core.call_formats.scanner import FormatScanner
 from kvgate.gateway.core.call_formats.whole_stream import WholeCallStreamer
 from kvgate.gateway.core.call_stream import CallStreamer, Streamer, split_streamed
-from kvgate.gateway.core.tool_calls import CallScanner, Scanner, split_calls
 from kvgate.gateway.core.tools import ToolCall
 
 
@@ -22,11 +20,6 @@ class CallReading:
     names: frozenset[str]
     formats: tuple[CallFormat, ...] = (HERMES,)
 
-    def scanner(self) -> Scanner:
-        """A fresh scanner of whole calls (one per choice)."""
-        hermes_only = self.formats == (HERMES,)
-        return CallScanner(self.names) if hermes_only else FormatScanner(self.names, self.formats)
-
     def streamer(self) -> Streamer:
         """A fresh streamer of calls (one per choice)."""
         hermes_only = self.formats == (HERMES,)
@@ -35,7 +28,3 @@ class CallReading:
     def split(self, text: str) -> tuple[str | None, list[ToolCall]]:
         """A whole answer's content and calls, read as its stream is (see ``split_streamed``)."""
         return split_streamed(text, self.names, self.streamer())
-
-    def split_whole(self, text: str) -> tuple[str | None, list[ToolCall]]:
-        """A whole answer's content and calls, read whole (see ``split_calls``)."""
-        return split_calls(text, self.names, self.scanner())
