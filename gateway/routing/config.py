@@ -9,17 +9,17 @@ from dataclasses import dataclass
 class RoutingConfig:
     """Validated on construction.
 
-    Cost model (kvgate policy): prefill runs at ``prefill_tokens_per_s``; bringing a CPU-tier chunk
-    back costs ``swap_in_cost_ratio`` of recomputing it; every running sequence adds
-    ``decode_step_s`` to the wait; above ``kv_pressure_threshold`` KV usage the wait grows by up to
-    ``kv_pressure_penalty`` x; a worker whose wait exceeds ``hot_spot_factor`` x the mean (and at
-    least ``hot_spot_floor_s``) is skipped while others are not. A choice is scored by its TTFT plus
-    ``compute_weight`` x the prefill seconds it adds to the cluster: recomputing a prefix that is
-    cached elsewhere is not free even when that worker is idle. The default 2 counts it twice: the
-    compute delays the requests behind it, and the second copy takes cache room that evicts
-    another prefix (measured over four trace shapes and three seeds, ``bench/sim_policies.py``: 1
-    loses hit rate to needless copies, 3 lengthens the tail of agent traces).
-    Defaults are for an H100-class GPU serving a 7-8B model.
+    Cost model (kvgate policy): prefill runs at ``prefill_tokens_per_s``; bringing a CPU-tier chunk back
+    costs ``swap_in_cost_ratio`` of recomputing it; every running sequence adds ``decode_step_s`` to the
+    wait; above ``kv_pressure_threshold`` KV usage the wait grows by up to ``kv_pressure_penalty`` x; a
+    worker whose wait exceeds ``hot_spot_factor`` x the mean (and at least ``hot_spot_floor_s``) is
+    skipped while a cool worker would answer sooner (a hot worker computing the prompt's prefix right now
+    is still waited for when that is the sooner answer). A choice is scored by its TTFT plus
+    ``compute_weight`` x the prefill seconds it adds to the cluster: recomputing a prefix that is cached
+    elsewhere is not free even when that worker is idle. The default 2 counts it twice: the compute delays
+    the requests behind it, and the second copy takes cache room that evicts another prefix (measured over
+    four trace shapes and three seeds, ``bench/sim_policies.py``: 1 loses hit rate to needless copies, 3
+    lengthens the tail of agent traces). Defaults are for an H100-class GPU serving a 7-8B model.
 
     Near-ties: choices scored within ``near_tie_ratio`` x the best score plus ``near_tie_s`` of it
     are ranked with a handicap of up to that window (the home worker none), so gateway replicas

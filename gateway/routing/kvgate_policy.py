@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from statistics import fmean
@@ -26,8 +25,10 @@ class KvgatePolicy:
     ``compute_weight`` x the prefill compute the choice adds to the cluster.
 
     Hot-spot guard: a worker whose queue exceeds ``hot_spot_factor`` x the mean queue (and the
-    floor) is not a candidate while any other is, so shared prefixes cannot pile all traffic onto
-    one worker. A pinned ``home`` worker (prompt_cache_key) is taken over any worker reusing no more
+    floor) is not a candidate while a cool worker would answer sooner: the compute weight never
+    keeps a request waiting on a hot spot for the sake of its cache. A hot worker that holds or is
+    computing what the prompt needs stays a candidate while waiting for it is the sooner answer.
+    A pinned ``home`` worker (prompt_cache_key) is taken over any worker reusing no more
     of the prompt than it does (when no worker holds a prefix, too), unless it is hot; a worker
     holding a longer prefix still wins (a soft home only wins near-ties). Choices
     within the near-tie window (``near_tie_ratio``, ``near_tie_s``) of the best score are ranked
@@ -84,8 +85,6 @@ class KvgatePolicy:
         members within the near-tie window are scored, and only the winner's estimate is built.
         O(workers) float comparisons, O(cohorts) estimates."""
         queue_s = request.queue_s
-        limit = self._hot_limit(queue_s)
-        bound = limit if min(queue_s) <= limit else math.inf
         groups: list[tuple[list[int], str]] = []
         held: set[int] = set()
         for cohort in request.cohorts:
@@ -94,13 +93,13 @@ class KvgatePolicy:
             groups.append((members, cohort.tiers))
         rest = [i for i in range(len(queue_s)) if i not in held] if held else list(range(len(queue_s)))
         groups.append((rest, ""))
-        held_by, reuse = self._reuse_of_groups(request, groups, bound)
+        guarded = self._guarded(request, groups)
+        held_by, reuse = self._reuse_of_groups(request, groups, guarded)
         shared = self._shared_tokens(request, held_by[0])
         holders = sum(len(members) for r, members in reuse if r >= shared) if shared else len(queue_s)
         weights = self.config.compute_weight, self._copy_weight(request, holders)
         leads: list[_Lead] = []
-        for members, tiers in groups:
-            allowed = members if bound == math.inf else [i for i in members if queue_s[i] <= bound]
+        for (_, tiers), allowed in zip(groups, guarded, strict=True):
             if allowed:
                 lead = self._estimate(request, allowed[0], tiers, shared)
                 part = lead.prefill_s + lead.swap_in_s  # as Estimate.score adds it up, to the last bit
@@ -119,22 +118,48 @@ class KvgatePolicy:
             tiers_at.update(dict.fromkeys(near, tiers))
         chosen = self._pick(scored, request)
         home = None
-        if (i := request.position.get(request.home)) is not None and queue_s[i] <= bound:  # type: ignore[arg-type]
+        cleared = {i for allowed in guarded for i in allowed}
+        if (i := request.position.get(request.home)) is not None and i in cleared:  # type: ignore[arg-type]
             tiers = next((c.tiers for c in request.cohorts if request.home in c.workers), "")
             home = self._estimate(request, i, tiers, shared)
         chosen_estimate = self._estimate(request, chosen, tiers_at[chosen], shared)
         return self._decide(chosen_estimate, home, request, held_by, weights)
 
+    def _guarded(self, request: GroupedRequest, groups: list[tuple[list[int], str]]) -> list[list[int]]:
+        """Each group's members that the hot-spot guard leaves, as :meth:`_not_hot` does: the cool
+        ones, and hot ones whose TTFT is no later than the soonest a cool worker offers."""
+        queue_s = request.queue_s
+        limit = self._hot_limit(queue_s)
+        parts = [self._part(request, members[0], tiers) if members else 0.0 for members, tiers in groups]
+        cool = [part + queue_s[i] for part, (members, _) in zip(parts, groups, strict=True)
+                for i in members if queue_s[i] <= limit]  # fmt: skip
+        if not cool:
+            return [members for members, _ in groups]
+        soonest = min(cool)
+        return [
+            [i for i in members if queue_s[i] <= limit or part + queue_s[i] <= soonest]
+            for part, (members, _) in zip(parts, groups, strict=True)
+        ]
+
+    def _part(self, request: GroupedRequest, i: int, tiers: str) -> float:
+        """Prefill + swap-in seconds of candidate ``i`` (a cohort's members share them), added as
+        :attr:`Estimate.ttft_s` adds them, to the last bit."""
+        lead = self._estimate(request, i, tiers)
+        return lead.prefill_s + lead.swap_in_s
+
     def _reuse_of_groups(
-        self, request: GroupedRequest, groups: list[tuple[list[int], str]], bound: float
+        self, request: GroupedRequest, groups: list[tuple[list[int], str]], guarded: list[list[int]]
     ) -> tuple[tuple[int, bool], list[tuple[int, list[int]]]]:
-        """(the longest reuse any candidate offers, whether a worker offering it is not hot), and
-        (reuse, members) of every group that holds some of the prompt."""
-        reuse = [(self._estimate(request, members[0], tiers).reused_tokens, members)
-                 for members, tiers in groups if members and tiers]  # fmt: skip
-        most = max((r for r, _ in reuse), default=0)
-        cool = any(r == most and any(request.queue_s[i] <= bound for i in members) for r, members in reuse)
-        return (most, cool or most == 0), reuse
+        """(the longest reuse any candidate offers, whether a worker offering it passed the guard),
+        and (reuse, members) of every group that holds some of the prompt."""
+        reuse = [
+            (self._estimate(request, members[0], tiers).reused_tokens, members, allowed)
+            for (members, tiers), allowed in zip(groups, guarded, strict=True)
+            if members and tiers
+        ]
+        most = max((r for r, _, _ in reuse), default=0)
+        cool = any(r == most and allowed for r, _, allowed in reuse)
+        return (most, cool or most == 0), [(r, members) for r, members, _ in reuse]
 
     def _pick(self, scored: list[tuple[int, float, int]], request: RouteRequest | GroupedRequest) -> int:
         """The position of the best-ranked of ``scored`` ((position, score, reused tokens) of every
@@ -181,9 +206,15 @@ class KvgatePolicy:
         return max(self.config.hot_spot_factor * fmean(queue_s), self.config.hot_spot_floor_s)
 
     def _not_hot(self, estimates: list[Estimate]) -> list[Estimate]:
+        """The candidates the guard leaves: every cool worker, and a hot one only while its TTFT
+        is no later than the soonest a cool worker offers (it holds, or is computing, what the
+        prompt needs: waiting for it is sooner than recomputing elsewhere)."""
         limit = self._hot_limit([e.queue_s for e in estimates])
         cool = [e for e in estimates if e.queue_s <= limit]
-        return cool or estimates
+        if not cool:
+            return estimates
+        soonest = min(e.ttft_s for e in cool)
+        return [e for e in estimates if e.queue_s <= limit or e.ttft_s <= soonest]
 
     def _rank(
         self, f: tuple[int, float, int], request: RouteRequest | GroupedRequest, n: int, window: float

@@ -122,6 +122,28 @@ ROWS = [
         0,
     ),
     Row(
+        # a's 12 s queue is hot, and its 400 chunks save 5 s of prefill: the compute weight would
+        # keep the request there (12 s < 0.05 + 3 x 5.1 s), the guard sends it where it answers sooner
+        "kvgate/hot-spot-skipped-for-a-sooner-answer",
+        "kvgate",
+        (cand("a", "G" * 400, waiting=120_000), cand("b", waiting=500), cand("c", waiting=20_000)),
+        "b",
+        RouteReason.HOT_PREFIX,
+        0,
+        prompt=400 * CHUNK,
+    ),
+    Row(
+        # a is hot (12 s queue) but is computing the prompt's 140k-token opening: waiting for it
+        # (13 s) answers sooner than computing it again on an idle worker (14 s)
+        "kvgate/hot-holder-waited-for-when-sooner",
+        "kvgate",
+        (cand("a", "P" * 1024, waiting=120_000), cand("b", waiting=500), cand("c", waiting=800)),
+        "a",
+        RouteReason.CACHE_HIT,
+        1024 * CHUNK,
+        prompt=1100 * CHUNK,
+    ),
+    Row(
         "kvgate/kv-pressure-counts",
         "kvgate",  # same queue, but a's pool is 99% full
         (cand("a", "G", waiting=4_000, free=1), cand("b", "G", waiting=4_000, free=50)),
