@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import fmean
 
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.types import Candidate
@@ -73,3 +75,9 @@ def estimate(
         queue_s=queue_seconds(candidate, config),
         copy_s=copy / tps,
     )
+
+
+def hot_limit(queue_s: Sequence[float], config: RoutingConfig) -> float:
+    """The queue (seconds) above which a worker is a hot spot: ``hot_spot_factor`` x the mean
+    queue, at least ``hot_spot_floor_s``. ``queue_s`` is non-empty."""
+    return max(config.hot_spot_factor * fmean(queue_s), config.hot_spot_floor_s)

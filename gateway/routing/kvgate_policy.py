@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from statistics import fmean
 
 from kvgate.gateway.routing.config import RoutingConfig
-from kvgate.gateway.routing.cost import Estimate, estimate, queue_seconds
+from kvgate.gateway.routing.cost import Estimate, estimate, hot_limit, queue_seconds
 from kvgate.gateway.routing.jitter import unit
 from kvgate.gateway.routing.types import Candidate, GroupedRequest, RouteDecision, RouteReason, RouteRequest
 from kvgate.index.types import PrefixMatch
@@ -203,7 +202,7 @@ class KvgatePolicy:
         )
 
     def _hot_limit(self, queue_s: Sequence[float]) -> float:
-        return max(self.config.hot_spot_factor * fmean(queue_s), self.config.hot_spot_floor_s)
+        return hot_limit(queue_s, self.config)
 
     def _not_hot(self, estimates: list[Estimate]) -> list[Estimate]:
         """The candidates the guard leaves: every cool worker, and a hot one only while its TTFT

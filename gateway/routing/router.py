@@ -2,7 +2,8 @@
 
 The policies are pure; this is the stateful shell around them (one per gateway process, owned by
 the composition root). It never blocks: the index calls are bounded by the index's own timeout,
-and when the index is unavailable the request is routed by load alone (reason FALLBACK).
+and when the index is unavailable the request is routed by load alone, a prompt_cache_key's
+requests to the key's home while it is not a hot spot (reason FALLBACK).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ from dataclasses import replace
 
 from kvgate.common.clock import Clock
 from kvgate.gateway.routing.branches import PrefixBranches
+from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.demand import OpeningDemand
 from kvgate.gateway.routing.fleet import Fleet, FleetView
 from kvgate.gateway.routing.home import home_worker
+from kvgate.gateway.routing.keyed_fallback import fallback_choice
 from kvgate.gateway.routing.learned import LearnedHoldings
 from kvgate.gateway.routing.local_pending import LocalPending
 from kvgate.gateway.routing.placed import PlacedContent
@@ -29,8 +32,6 @@ from kvgate.gateway.routing.types import (
     GroupedRequest,
     LearningPolicy,
     Routed,
-    RouteDecision,
-    RouteReason,
     RouteRequest,
     RoutingPolicy,
     SharedPrefix,
@@ -77,7 +78,8 @@ class Router:
         self._clock = clock
         self._local = LocalPending(pending_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
         self._learned = LearnedHoldings(kv_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
-        half_life = getattr(getattr(policy, "config", None), "placement_half_life_s", 60.0)
+        self._config = getattr(policy, "config", None) or RoutingConfig()
+        half_life = self._config.placement_half_life_s
         self._placed = PlacedContent(half_life, monotonic=lambda: clock.now_ms() / 1000)
         self._block_tokens = block_tokens
         self._branches = PrefixBranches()  # where the prompts seen part ways: their shared openings
@@ -165,7 +167,8 @@ class Router:
         presumed = None
         if lookup is None:
             request = self._request(prompt_tokens, fleet, {}, request_key, home, hashes, None)
-            return Routed(_as_fallback(self._fallback.choose(request)), None, len(hashes), opening=opening)
+            decision = fallback_choice(self._fallback, request, self._config)
+            return Routed(decision, None, len(hashes), opening=opening)
         if fleet.unfollowed:
             lookup = self._learned.merge(lookup, hashes, fleet.unfollowed)
             if home[0] is not None and not home[1]:
@@ -287,7 +290,3 @@ class Router:
 def _queue_estimate(policy: RoutingPolicy) -> Callable[[Candidate], float]:
     """The policy's queue estimate (grouped policies), else none needed (0)."""
     return policy.queue_s if isinstance(policy, GroupedPolicy) else (lambda _c: 0.0)
-
-
-def _as_fallback(decision: RouteDecision) -> RouteDecision:
-    return RouteDecision(decision.worker_id, RouteReason.FALLBACK, 0, 0, decision.estimated_ttft_s)

@@ -107,6 +107,31 @@ async def test_an_unavailable_index_falls_back_to_load(index: PrefixIndex) -> No
     await down.close()
 
 
+async def test_an_unavailable_index_keeps_a_prompt_cache_key_on_its_home_unless_it_is_hot(
+    index: PrefixIndex,
+) -> None:
+    from kvgate.gateway.routing.home import home_worker
+
+    workers = await index.workers()
+    settings = IndexSettings(timeout_s=0.05)
+    down = RedisPrefixIndex(
+        redis_client(f"redis://127.0.0.1:{free_port()}/0", settings), settings, SystemClock()
+    )
+    router = Router(down, get_policy("kvgate"), get_policy("least_loaded"), CHUNK, 2, SystemClock())
+    hashes = chunk_hashes(prompt(0, 1024), ROOT, CHUNK)
+    home = home_worker("conversation-7", [w.info.worker_id for w in workers])
+    routed = [await router.route(hashes, 1024, workers, i, cache_key="conversation-7") for i in range(4)]
+    assert [r.decision.worker_id for r in routed] == [home] * 4  # load alone would spread them
+    assert all(r.degraded and r.decision.reason is RouteReason.FALLBACK for r in routed)
+    # the home has 20 s of queued prefill, far above the others': the key yields to load
+    hot = [dataclasses.replace(w, load=dataclasses.replace(w.load, waiting_prefill_tokens=200_000))
+           if w.info.worker_id == home else w for w in workers]  # fmt: skip
+    moved = await router.route(hashes, 1024, hot, 9, cache_key="conversation-7")
+    assert moved.decision.worker_id != home
+    assert moved.decision.reason is RouteReason.FALLBACK
+    await down.close()
+
+
 async def test_a_prompt_queued_behind_a_long_wait_stays_pending_for_the_next_request() -> None:
     """Both workers have 5 s of queued prefill: the first request's chunks are pending on its
     worker until well after the 2 s pending TTL, so a request sharing them 4 s later follows it
