@@ -29,6 +29,7 @@ from bench.gateway import _commit
 
 SYNTHETIC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "synthetic_trace.jsonl"
 PEERS = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
+TRACES = ("synthetic", "chat", "agents", "documents")
 KEYS = ("hit_rate", "imbalance", "ttft_p50_s", "ttft_p99_s")
 
 
@@ -50,7 +51,10 @@ def _cell(trace: str, path: str, workers: int, speed: float, capacity: int, seed
         "--workers", str(workers), "--speed", str(speed), "--capacity-tokens", str(capacity),
         "--seed", str(seed), "--json", "--quiet",
     ]  # fmt: skip
-    report = json.loads(subprocess.run(command, capture_output=True, text=True, check=True).stdout)
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:  # say which cell failed and why, not just a traceback of this script
+        raise SystemExit(f"{' '.join(command[2:])} failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    report = json.loads(done.stdout)
     row = {"trace": trace, "workers": workers, "speed": speed, "capacity": capacity, "seed": seed,
            "pooled": round(report["pooled_hit_rate"], 4),
            "policies": {name: {k: round(p[k], 4) for k in KEYS} | {"reasons": p["reasons"]}
@@ -114,6 +118,11 @@ def main() -> int:
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     parser.add_argument("--traces-dir", default="/tmp/kvgate-traces", help="where generated traces go")
     args = parser.parse_args()
+    unknown = set(args.traces.split(",")) - set(TRACES)
+    if unknown:
+        parser.error(f"unknown traces {sorted(unknown)}: choose from {', '.join(TRACES)}")
+    if "synthetic" in args.traces.split(",") and not SYNTHETIC.is_file():
+        parser.error(f"the shared synthetic trace is not at {SYNTHETIC}")
     out = Path(args.out)
     sizes = [(int(w), float(s)) for w, s in (size.split("x") for size in args.sizes.split(","))]
     seeds = [int(s) for s in args.seeds.split(",")]
