@@ -89,6 +89,7 @@ async def _open_node(url: str, timeout_s: float) -> Redis | RedisCluster:
     options = {**_index_options(timeout_s), **node_options(url)}
     db = options.pop("db", 0)
     probe = _pooled(url, options)  # database 0: a Cluster node refuses SELECT
+    await _checked(_handshake(probe), probe, url)
     if await _checked(_is_cluster_node(probe), probe, url):
         await probe.aclose()
         return await _open_cluster(url, options, db, timeout_s)
@@ -104,6 +105,18 @@ async def _open_node(url: str, timeout_s: float) -> Redis | RedisCluster:
 def _pooled(url: str, options: dict[str, Any]) -> Redis:
     """What ``Redis.from_url`` builds, from options already parsed (and amended)."""
     return _build(url, lambda: Redis.from_pool(ConnectionPool(**options)))
+
+
+async def _handshake(client: Redis) -> None:
+    """Opens one connection of ``client``'s pool and returns it: the client's handshake (HELLO when it
+    speaks RESP3, redis-py's default from 8.0; CLIENT SETINFO) runs here. InvalidResponse when the
+    handshake's reply cannot be read as Redis's (a listener that answers ``+OK`` or ``:1`` to HELLO)."""
+    pool = client.connection_pool
+    try:
+        connection = await pool.get_connection()
+    except (AttributeError, ValueError) as exc:
+        raise InvalidResponse(f"a reply to the connection handshake that is not Redis's ({exc})") from exc
+    await pool.release(connection)
 
 
 async def _is_cluster_node(client: Redis) -> bool:

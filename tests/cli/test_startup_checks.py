@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from redis.asyncio.connection import Connection
 
 from kvgate.cluster.preflight import check_redis
 from kvgate.common.clock import SystemClock
@@ -53,6 +54,10 @@ def busy_port() -> Iterator[int]:
         sock.bind(("127.0.0.1", 0))
         sock.listen()
         yield sock.getsockname()[1]
+
+
+# redis-py speaks RESP3 by default from 8.0: its handshake (HELLO) is the first reply it reads
+_RESP3 = str(getattr(Connection(), "protocol", 2)) == "3"
 
 
 class NotRedis:
@@ -118,8 +123,10 @@ def test_gateway_with_a_busy_port_fails_at_once(busy_port: int) -> None:
     ("reply", "cause"),
     [
         (b"SSH-2.0-OpenSSH_9.6\r\n", "Protocol Error"),  # another protocol altogether
-        (b":1\r\n", "INFO"),  # RESP, but an integer where INFO answers text
-        (b"+OK\r\n", "PING other than PONG"),  # RESP, OK to everything
+        # RESP, but an integer where HELLO answers a map (RESP3 clients) or INFO answers text
+        (b":1\r\n", "connection handshake" if _RESP3 else "INFO"),
+        # RESP, OK to everything: to HELLO (RESP3 clients), else to PING
+        (b"+OK\r\n", "connection handshake" if _RESP3 else "PING other than PONG"),
     ],
 )
 def test_index_against_a_listener_that_is_not_redis_is_one_clear_line(reply: bytes, cause: str) -> None:
