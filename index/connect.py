@@ -14,10 +14,10 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from redis.asyncio import ConnectionPool, Redis, RedisCluster
+from redis.asyncio.retry import Retry
 from redis.asyncio.sentinel import MasterNotFoundError, Sentinel
 from redis.backoff import NoBackoff
 from redis.exceptions import InvalidResponse, NoPermissionError, RedisClusterException, RedisError
-from redis.retry import Retry
 
 from kvgate.index.redis_url import RedisUrlError, is_sentinel_url, mask_url, node_options, parse_sentinel_url
 from kvgate.index.types import IndexUnavailableError

@@ -16,11 +16,11 @@ from typing import Any, TypeVar
 
 import xxhash
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import BusyLoadingError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeout
-from redis.retry import Retry
 
 from kvgate.common.clock import Clock
 from kvgate.index.codec import (
