@@ -78,7 +78,8 @@ class Router:
         self._clock = clock
         self._local = LocalPending(pending_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
         self._learned = LearnedHoldings(kv_ttl_s, monotonic=lambda: clock.now_ms() / 1000)
-        self._config = getattr(policy, "config", None) or RoutingConfig()
+        config = getattr(policy, "config", None)  # the cost model's settings, where the policy has them
+        self._config = config if isinstance(config, RoutingConfig) else RoutingConfig()
         half_life = self._config.placement_half_life_s
         self._placed = PlacedContent(half_life, monotonic=lambda: clock.now_ms() / 1000)
         self._block_tokens = block_tokens
