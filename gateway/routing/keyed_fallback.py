@@ -18,11 +18,11 @@ def fallback_choice(fallback: RoutingPolicy, request: RouteRequest, config: Rout
     if request.home is None or not request.home_pinned:
         return _as_fallback(decision)
     candidates = request.candidates
-    home = next((c for c in candidates if c.worker_id == request.home), None)
+    at = next((i for i, c in enumerate(candidates) if c.worker_id == request.home), None)
     queues = [queue_seconds(c, config) for c in candidates]
-    if home is None or queue_seconds(home, config) > hot_limit(queues, config):
+    if at is None or queues[at] > hot_limit(queues, config):
         return _as_fallback(decision)
-    return _as_fallback(decide(home, request, RouteReason.FALLBACK))
+    return _as_fallback(decide(candidates[at], request, RouteReason.FALLBACK))
 
 
 def _as_fallback(decision: RouteDecision) -> RouteDecision:

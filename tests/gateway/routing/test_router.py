@@ -14,6 +14,7 @@ import pytest
 
 from kvgate.common.clock import SystemClock
 from kvgate.gateway.routing import RouteReason, get_policy
+from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.router import Router
 from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
 from kvgate.proto.hashing import HashRoot, chunk_hashes
@@ -92,31 +93,30 @@ async def test_inflight_tokens_are_counted_until_prefill_is_done(index: PrefixIn
     assert router.inflight_tokens(busy) == 0
 
 
-async def test_an_unavailable_index_falls_back_to_load(index: PrefixIndex) -> None:
-    workers = await index.workers()
+@pytest.fixture
+async def down() -> AsyncIterator[PrefixIndex]:
+    """A Redis index whose server does not exist: every lookup fails (fast) as unavailable."""
     settings = IndexSettings(timeout_s=0.05)
-    down = RedisPrefixIndex(
-        redis_client(f"redis://127.0.0.1:{free_port()}/0", settings), settings, SystemClock()
-    )
+    client = redis_client(f"redis://127.0.0.1:{free_port()}/0", settings)
+    idx = RedisPrefixIndex(client, settings, SystemClock())
+    yield idx
+    await idx.close()
+
+
+async def test_an_unavailable_index_falls_back_to_load(index: PrefixIndex, down: PrefixIndex) -> None:
+    workers = await index.workers()
     router = Router(down, get_policy("kvgate"), get_policy("least_loaded"), CHUNK, 2, SystemClock())
     hashes = chunk_hashes(prompt(0, 1024), ROOT, CHUNK)
     routed = [await router.route(hashes, 1024, workers, i) for i in range(4)]
     assert all(r.degraded and r.decision.reason is RouteReason.FALLBACK for r in routed)
     assert all(r.decision.predicted_cached_tokens == 0 for r in routed)
     assert len({r.decision.worker_id for r in routed}) == 4  # least loaded, counting in-flight work
-    await down.close()
 
 
 async def test_an_unavailable_index_keeps_a_prompt_cache_key_on_its_home_unless_it_is_hot(
-    index: PrefixIndex,
+    index: PrefixIndex, down: PrefixIndex
 ) -> None:
-    from kvgate.gateway.routing.home import home_worker
-
     workers = await index.workers()
-    settings = IndexSettings(timeout_s=0.05)
-    down = RedisPrefixIndex(
-        redis_client(f"redis://127.0.0.1:{free_port()}/0", settings), settings, SystemClock()
-    )
     router = Router(down, get_policy("kvgate"), get_policy("least_loaded"), CHUNK, 2, SystemClock())
     hashes = chunk_hashes(prompt(0, 1024), ROOT, CHUNK)
     home = home_worker("conversation-7", [w.info.worker_id for w in workers])
@@ -129,7 +129,6 @@ async def test_an_unavailable_index_keeps_a_prompt_cache_key_on_its_home_unless_
     moved = await router.route(hashes, 1024, hot, 9, cache_key="conversation-7")
     assert moved.decision.worker_id != home
     assert moved.decision.reason is RouteReason.FALLBACK
-    await down.close()
 
 
 async def test_a_prompt_queued_behind_a_long_wait_stays_pending_for_the_next_request() -> None:
