@@ -19,7 +19,6 @@ command; prints the Markdown. Deterministic: greedy decoding, fixed prompts and 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import sys
@@ -132,10 +131,9 @@ def perplexity(model: DecoderModel, name: str, ids: list[int]) -> float:
     storage = kv_dtype(name).storage
     blocks = -(-len(ids) // BLOCK)
     caches = allocate_kv_caches(model.config.kv_geometry(storage), blocks, BLOCK, device="cpu")
-    step = build_step([ScheduledSequence(list(range(blocks)), 0, len(ids))], BLOCK, "cpu")
-    attn = dataclasses.replace(step.attn, logits_indices=torch.arange(len(ids) - 1))
+    step = build_step([ScheduledSequence(list(range(blocks)), 0, len(ids), all_logits=True)], BLOCK, "cpu")
     with torch.inference_mode():
-        logits = model(torch.tensor(ids), step.positions, attn, caches)  # [n - 1, vocab]
+        logits = model(torch.tensor(ids), step.positions, step.attn, caches)[:-1]  # [n - 1, vocab]
         nll = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(ids[1:]))
     return math.exp(float(nll))
 

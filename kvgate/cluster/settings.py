@@ -13,7 +13,7 @@ from kvgate.proto.layout import CacheLayout
 
 DEFAULT_CPU_WORKERS = 2
 WORKER_DTYPES = ("auto", "float32", "bfloat16", "float16")
-WORKER_GEMMS = ("auto", "linear", "onednn", "transposed")  # EngineConfig.gemm (checked there too)
+WORKER_GEMMS = ("auto", "linear", "mv", "onednn", "transposed")  # EngineConfig.gemm (checked there too)
 PORTS_PER_NODE = 8  # one worker per GPU, up to 8 per node
 
 

@@ -11,7 +11,7 @@ from kvgate.workers.model.gemm import Projection
 from kvgate.workers.model.kv_cache import KVCache
 from kvgate.workers.model.layers import RMSNorm
 from kvgate.workers.model.lora import LayerLora
-from kvgate.workers.model.metadata import AttentionMetadata
+from kvgate.workers.model.metadata import AttentionMetadata, OutputRows
 from kvgate.workers.model.rope import apply_rotary
 
 
@@ -47,21 +47,26 @@ class Attention(nn.Module):
         attn: AttentionMetadata,
         cache: KVCache,
         lora: LayerLora | None = None,
+        rows: OutputRows | None = None,
     ) -> torch.Tensor:
         """x ``[T, hidden]``, cos / sin ``[T, rotary dims]`` -> ``[T, hidden]``; mutates ``cache``.
-        ``lora``: the step's adapters' updates of ``qkv`` and ``o``, if any."""
+        ``lora``: the step's adapters' updates of ``qkv`` and ``o``, if any. ``rows``: compute the
+        output of these rows only (``[R, hidden]``, in their order); K/V are written for all ``T``."""
         tokens = x.shape[0]
         qkv = self.qkv(x)
         if lora is not None:
             lora.add("attn.qkv", x, qkv)
         q, k, v = qkv.split(self.sizes, dim=-1)
-        q = self.q_norm(q.view(tokens, self.num_heads, self.head_dim))  # [T, H, D]
         k = self.k_norm(k.view(tokens, self.num_kv_heads, self.head_dim))  # [T, KV, D]
-        q, k = apply_rotary(q, cos, sin), apply_rotary(k, cos, sin)
         v = v.reshape(tokens, self.num_kv_heads, self.head_dim)  # [T, KV, D]
         scales = {"k_scale": cache.k_scale, "v_scale": cache.v_scale}  # None for float pools
-        self.kernels.write_kv(k, v, cache.k, cache.v, attn.slot_mapping, **scales)
-        out = self._attend(q, attn, cache).reshape(tokens, self.sizes[0])  # [T, H * D]
+        self.kernels.write_kv(apply_rotary(k, cos, sin), v, cache.k, cache.v, attn.slot_mapping, **scales)
+        if rows is not None:
+            if rows.attn is None:
+                return x.new_empty(0, x.shape[1])
+            q, cos, sin, attn = q[rows.indices], cos[rows.indices], sin[rows.indices], rows.attn
+        q = apply_rotary(self.q_norm(q.reshape(q.shape[0], self.num_heads, self.head_dim)), cos, sin)
+        out = self._attend(q, attn, cache).reshape(q.shape[0], self.sizes[0])  # [T or R, H * D]
         projected = self.o(out)
         if lora is not None:
             lora.add("attn.o", out, projected)

@@ -28,7 +28,7 @@ from kvgate.workers.model.gemm import STANDARD, GemmPlan, Projection
 from kvgate.workers.model.kv_cache import KVCache
 from kvgate.workers.model.layers import GatedMLP, RMSNorm
 from kvgate.workers.model.lora import LayerLora, LoraBatch
-from kvgate.workers.model.metadata import AttentionMetadata
+from kvgate.workers.model.metadata import AttentionMetadata, OutputRows
 from kvgate.workers.model.moe import SparseMoE
 from kvgate.workers.model.rope import RotaryEmbedding
 
@@ -69,11 +69,13 @@ class DecoderLayer(nn.Module):
         attn: AttentionMetadata,
         cache: KVCache,
         lora: LayerLora | None = None,
+        rows: OutputRows | None = None,
     ) -> torch.Tensor:
-        """x ``[T, hidden]`` -> ``[T, hidden]``; writes this layer's K/V into ``cache``. ``lora``: the
-        step's adapter updates (a mixture of experts takes none: adapters of its experts are refused
-        when they load)."""
-        h = self.attn_post_norm(self.attn(self.attn_norm(x), cos, sin, attn, cache, lora)).add_(x)  # new
+        """x ``[T, hidden]`` -> ``[T, hidden]`` (``[R, hidden]``: the output of ``rows`` only); writes
+        this layer's K/V of all ``T`` tokens into ``cache``. ``lora``: the step's adapter updates (a
+        mixture of experts takes none: adapters of its experts are refused when they load)."""
+        attended = self.attn(self.attn_norm(x), cos, sin, attn, cache, lora, rows)
+        h = self.attn_post_norm(attended).add_(x if rows is None else x[rows.indices])  # new
         mlp_in = self.mlp_norm(h)
         mlp_out = self.mlp(mlp_in, lora) if isinstance(self.mlp, GatedMLP) else self.mlp(mlp_in)
         return self.mlp_post_norm(mlp_out).add_(h)  # residuals added in place
@@ -123,10 +125,13 @@ class DecoderModel(nn.Module):
             x = x * torch.tensor(self.config.embed_scale, dtype=x.dtype)  # rounded to x's dtype, as Gemma
         rotation = self.rope(positions, x.dtype)  # cos, sin [T, rotary dims] each
         local = rotation if self.local_rope is None else self.local_rope(positions, x.dtype)
+        rows = attn.output_rows if lora is None else None  # adapters' rows are the step's: all of them
+        last = len(self.layers) - 1
         for i, (layer, cache) in enumerate(zip(self.layers, kv_caches, strict=True)):
             cos, sin = rotation if layer.attn.window is None else local
-            x = layer(x, cos, sin, attn, cache, None if lora is None else lora.at(i))  # [T, hidden]
-        x = self.norm(x[attn.logits_indices])  # [B', hidden]
+            layer_lora = None if lora is None else lora.at(i)
+            x = layer(x, cos, sin, attn, cache, layer_lora, rows if i == last else None)  # [T, hidden]
+        x = self.norm(x if rows is not None else x[attn.logits_indices])  # [B', hidden]
         logits = self.gemm.project(x, self.output_weight)  # [B', vocab]
         cap = self.config.final_softcap
         return logits if cap is None else torch.tanh(logits / cap) * cap

@@ -4,10 +4,12 @@ machine does fastest for decode-sized inputs.
 ``x @ W^T`` for ``x`` of a few rows (a decode step's batch) is bound by streaming ``W`` from memory, and
 CPU BLAS libraries stream it at very different speeds depending on which operand they see as the large
 one: on Intel CPUs with bf16 weights, ``(W @ x^T)^T`` is 20-40% faster than ``linear(x, W)`` at 2-64
-rows, while for fp32 the best form depends on the shape. A :class:`GemmPlan` says, per weight shape and
-row bucket, which :data:`GEMMS` entry to use; :mod:`kvgate.workers.model.gemm_tuning` measures it on the
-model's own weights. Every entry computes the same product (up to the order of fp32 accumulation);
-inputs of more than :data:`MAX_SKINNY_ROWS` rows (prefill) always take ``linear``.
+rows, and for one row a matrix-vector product (``mv``) streams the weight at memory speed where the
+matrix forms run 25-45% slower; for fp32 the best form depends on the shape. A :class:`GemmPlan` says,
+per weight shape and row bucket, which :data:`GEMMS` entry to use (``mv`` only for one row);
+:mod:`kvgate.workers.model.gemm_tuning` measures it on the model's own weights. Every entry computes
+the same product (up to the order of fp32 accumulation); inputs of more than :data:`MAX_SKINNY_ROWS`
+rows (prefill) always take ``linear``.
 """
 
 from __future__ import annotations
@@ -36,17 +38,31 @@ def _onednn(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) ->
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, "none", [], "")
 
 
+def _mv(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+    """``W @ x[0]`` as one row: a matrix-vector product (one row of ``x`` only, see :data:`MAX_ROWS`)."""
+    if x.shape[0] != 1:
+        raise ValueError(f"mv takes one row, got {x.shape[0]}")
+    out = torch.mv(weight, x[0])[None]
+    return out if bias is None else out.add_(bias)
+
+
 def _has_onednn() -> bool:
     return torch.backends.mkldnn.is_available() and hasattr(torch.ops.mkldnn, "_linear_pointwise")
 
 
-GEMMS: dict[str, Gemm] = {"linear": linear, "transposed": _transposed}
+GEMMS: dict[str, Gemm] = {"linear": linear, "transposed": _transposed, "mv": _mv}
 if _has_onednn():
     GEMMS["onednn"] = _onednn
+MAX_ROWS: dict[str, int] = {"mv": 1}  # forms that take at most this many rows (the rest: any number)
 
 GEMM_CHOICES = ("auto", *sorted(GEMMS))  # auto: measured at load (see gemm_tuning)
 
 Shape = tuple[int, int]  # a weight's (out_features, in_features)
+
+
+def fits(name: str, bucket: int) -> bool:
+    """Whether form ``name`` computes products of the rows of ``bucket`` (see :func:`bucket_of`)."""
+    return bucket <= MAX_ROWS.get(name, MAX_SKINNY_ROWS)
 
 
 def bucket_of(rows: int) -> int:
@@ -67,11 +83,14 @@ class GemmPlan:
         unknown = sorted({name for name in self.choices.values() if name not in GEMMS})
         if unknown:
             raise ValueError(f"unknown GEMM {unknown}: this torch build has {sorted(GEMMS)}")
+        misfits = sorted(f"{n}@{b}" for (_, b), n in self.choices.items() if not fits(n, b))
+        if misfits:
+            raise ValueError(f"GEMM forms planned for more rows than they take: {', '.join(misfits)}")
 
     @classmethod
     def uniform(cls, name: str, shapes: list[Shape]) -> GemmPlan:
-        """``name`` for every bucket of every shape in ``shapes``."""
-        return cls({(shape, b): name for shape in shapes for b in BUCKETS})
+        """``name`` for every bucket of every shape in ``shapes`` that it takes (the rest: ``linear``)."""
+        return cls({(shape, b): name for shape in shapes for b in BUCKETS if fits(name, b)})
 
     def project(
         self, x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None

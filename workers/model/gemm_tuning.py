@@ -17,7 +17,17 @@ from collections.abc import Callable, Iterator
 import torch
 
 from kvgate.workers.model.decoder import DecoderModel
-from kvgate.workers.model.gemm import BUCKETS, GEMM_CHOICES, GEMMS, STANDARD, GemmPlan, Projection, Shape
+from kvgate.workers.model.gemm import (
+    BUCKETS,
+    GEMM_CHOICES,
+    GEMMS,
+    STANDARD,
+    GemmPlan,
+    Projection,
+    Shape,
+    bucket_of,
+    fits,
+)
 
 log = logging.getLogger("kvgate.workers.model.gemm")
 
@@ -93,9 +103,10 @@ def _measure(
 ) -> dict[str, float]:
     """Seconds per pass of each form over ``weights`` (one warm-up pass each, then the best of
     ``rounds``, the forms interleaved so that drift falls on all of them). A form this build cannot
-    run on these tensors (a RuntimeError) takes forever, so it is never chosen."""
+    run on these tensors (a RuntimeError), or that does not take ``x``'s rows, takes forever, so it is
+    never chosen."""
     best = {name: float("inf") for name in GEMMS}
-    failed: set[str] = set()
+    failed = {name for name in GEMMS if not fits(name, bucket_of(x.shape[0]))}
     for round_ in range(rounds + 1):
         for name, gemm in GEMMS.items():
             if name in failed:

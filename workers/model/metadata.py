@@ -14,6 +14,12 @@ In both, every layer first writes the new tokens' K/V at ``slot_mapping`` and th
 only for the rows in ``logits_indices``: the last new token of each sequence that ``needs_logits``, and
 every new token of one with ``all_logits`` (a prompt whose log-probabilities are asked for), so a step
 returns ``[len(logits_indices), vocab]``: ``logit_rows`` rows per sequence, in batch order.
+
+Only the logits rows need the last layer's output, so a step that computes more rows than it returns
+carries ``output_rows``: those rows and their own attention (each sequence with logits rows attends from
+its last ``logit_rows`` positions, in the decode shape when that is one row each). The last layer writes
+every token's K/V, as every layer does, and computes attention, projections and feed-forward for those
+rows alone: a cold prefill of ``n`` tokens runs its last layer for one.
 """
 
 from __future__ import annotations
@@ -34,10 +40,26 @@ class AttentionMetadata:
     context_lens: torch.Tensor  # int32 [B]: cached + new tokens of each sequence
     cu_seqlens_q: torch.Tensor | None  # int32 [B + 1] in a prefill step; None in a decode step
     logits_indices: torch.Tensor  # int64 [B']: rows of the flat batch whose logits are returned
+    output_rows: OutputRows | None = None  # the last layer's rows, when fewer than T (see above)
+
+    def __post_init__(self) -> None:
+        if self.output_rows is not None and self.output_rows.indices is not self.logits_indices:
+            raise ValueError("output_rows must be built for this logits_indices (its indices are them)")
 
     @property
     def is_decode(self) -> bool:
         return self.cu_seqlens_q is None
+
+
+@dataclass(frozen=True, slots=True)
+class OutputRows:
+    """The rows a step's last layer computes in full: ``indices`` int64 ``[R]``, the flat batch's
+    ``logits_indices``; ``attn`` their attention (queries of the sequences that have such rows, over
+    the same block tables and context lengths; ``slot_mapping`` the rows' own slots), None when ``R`` is
+    0. Immutable."""
+
+    indices: torch.Tensor
+    attn: AttentionMetadata | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,14 +100,45 @@ def build_step(seqs: Sequence[ScheduledSequence], block_size: int, device: torch
     num_new = np.array([s.num_new for s in seqs], dtype=np.int64)
     cu = np.concatenate([[0], np.cumsum(num_new)])  # [B + 1]
     decode = bool((num_new == 1).all())
+    table, slot = _padded(tables), np.concatenate(slots)
+    lens = np.array([s.num_cached + s.num_new for s in seqs])
+    logits = _logits_indices(seqs, cu)
+    indices = _to(logits, torch.int64, device)
     attn = AttentionMetadata(
-        slot_mapping=_to(np.concatenate(slots), torch.int64, device),
-        block_tables=_to(_padded(tables), torch.int32, device),
-        context_lens=_to([s.num_cached + s.num_new for s in seqs], torch.int32, device),
+        slot_mapping=_to(slot, torch.int64, device),
+        block_tables=_to(table, torch.int32, device),
+        context_lens=_to(lens, torch.int32, device),
         cu_seqlens_q=None if decode else _to(cu, torch.int32, device),
-        logits_indices=_to(_logits_indices(seqs, cu), torch.int64, device),
+        logits_indices=indices,
+        output_rows=None if len(logits) == cu[-1] else _output_rows(seqs, indices, table, lens, slot[logits]),
     )
     return StepInputs(_to(np.concatenate(positions), torch.int64, device), attn)
+
+
+def _output_rows(
+    seqs: Sequence[ScheduledSequence],
+    indices: torch.Tensor,
+    table: np.ndarray,
+    lens: np.ndarray,
+    slots: np.ndarray,
+) -> OutputRows:
+    """The logits rows ``indices`` (whose cache slots are ``slots``) and their attention: the sequences
+    that have such rows, each querying from its last ``logit_rows`` positions (one row each: the decode
+    shape)."""
+    kept = [b for b, s in enumerate(seqs) if s.logit_rows]
+    if not kept:
+        return OutputRows(indices, None)
+    device = indices.device
+    counts = np.array([seqs[b].logit_rows for b in kept], dtype=np.int64)
+    cu = np.concatenate([[0], np.cumsum(counts)])
+    attn = AttentionMetadata(
+        slot_mapping=_to(slots, torch.int64, device),
+        block_tables=_to(table[kept], torch.int32, device),
+        context_lens=_to(lens[kept], torch.int32, device),
+        cu_seqlens_q=None if (counts == 1).all() else _to(cu, torch.int32, device),
+        logits_indices=_to(np.arange(cu[-1]), torch.int64, device),
+    )
+    return OutputRows(indices, attn)
 
 
 def _logits_indices(seqs: Sequence[ScheduledSequence], cu: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from torch.nn.functional import linear
 
 from kvgate.workers.model import gemm as gemm_module
 from kvgate.workers.model import gemm_tuning
-from kvgate.workers.model.gemm import GEMMS, MAX_SKINNY_ROWS, GemmPlan, Projection, bucket_of
+from kvgate.workers.model.gemm import GEMMS, MAX_ROWS, MAX_SKINNY_ROWS, GemmPlan, Projection, bucket_of
 
 SHAPE = (96, 48)
 TOLERANCE = {torch.float32: 1e-5, torch.bfloat16: 2e-2}  # relative to the output's scale
@@ -25,6 +25,10 @@ def test_every_form_computes_linears_product(name: str, rows: int, dtype: torch.
     torch.manual_seed(rows)
     x, weight, bias = torch.randn(rows, SHAPE[1]), torch.randn(*SHAPE), torch.randn(SHAPE[0])
     x, weight, bias = x.to(dtype), weight.to(dtype), bias.to(dtype)
+    if rows > MAX_ROWS.get(name, rows):
+        with pytest.raises(ValueError, match="takes one row"):
+            GEMMS[name](x, weight, bias)
+        return
     for b in (None, bias):
         expected = linear(x.double(), weight.double(), None if b is None else b.double())
         out = GEMMS[name](x, weight, b)
@@ -79,6 +83,32 @@ def test_a_projection_follows_the_installed_plan(monkeypatch: pytest.MonkeyPatch
 def test_a_plan_refuses_forms_this_build_lacks() -> None:
     with pytest.raises(ValueError, match="unknown GEMM"):
         GemmPlan({(SHAPE, 8): "cublas"})
+
+
+def test_the_one_row_form_is_planned_for_one_row_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="more rows than they take: mv@8"):
+        GemmPlan({(SHAPE, 1): "mv", (SHAPE, 8): "mv"})
+    assert GemmPlan.uniform("mv", [SHAPE]).choices == {(SHAPE, 1): "mv"}
+    used = _spy(monkeypatch)
+    GemmPlan.uniform("mv", [SHAPE]).project(torch.randn(1, SHAPE[1]), torch.randn(*SHAPE))
+    assert used == ["mv"]
+    fastest = {name: 0.1 if name == "mv" else 1.0 for name in GEMMS}  # the tuner never picks it for 8 rows
+    monkeypatch.setattr(
+        gemm_tuning, "_measure", lambda x, *_: fastest if x.shape[0] == 1 else {"linear": 1.0}
+    )
+    plan = gemm_tuning.tune(_Model(), margin=0.05)
+    assert {(shape, b) for (shape, b), name in plan.choices.items() if name == "mv"} == {
+        ((96, 48), 1),
+        ((200, 48), 1),
+    }
+
+
+def test_the_tuner_never_measures_a_form_on_more_rows_than_it_takes() -> None:
+    times = gemm_tuning._measure(torch.randn(8, 48), [torch.randn(96, 48)], 1, gemm_tuning.time.perf_counter)
+    assert times["mv"] == float("inf")
+    assert gemm_tuning._measure(torch.randn(1, 48), [torch.randn(96, 48)], 1, gemm_tuning.time.perf_counter)[
+        "mv"
+    ] < float("inf")
 
 
 class _Model(torch.nn.Module):

@@ -5,7 +5,6 @@ batch of different lengths, and from a prefix whose K/V another sequence compute
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -74,10 +73,10 @@ def test_prompt_logits_are_close_to_transformers_at_every_position(
     prompt = chat_prompt(QUESTIONS[0])
     runner = PagedRunner(smollm2, num_blocks=32)
     blocks = list(range(-(-len(prompt) // runner.block_size)))
-    step = build_step([ScheduledSequence(blocks, 0, len(prompt))], runner.block_size, "cpu")
-    every_row = replace(step.attn, logits_indices=torch.arange(len(prompt)))
+    every_row = ScheduledSequence(blocks, 0, len(prompt), all_logits=True)
+    step = build_step([every_row], runner.block_size, "cpu")
     with torch.inference_mode():
-        ours = smollm2(torch.tensor(prompt), step.positions, every_row, runner.caches)  # [T, vocab]
+        ours = smollm2(torch.tensor(prompt), step.positions, step.attn, runner.caches)  # [T, vocab]
         theirs = hf_smollm2(torch.tensor([prompt])).logits[0]  # [T, vocab]
     torch.testing.assert_close(ours, theirs, atol=2e-3, rtol=1e-3)
 

@@ -60,10 +60,9 @@ def _hf_logits(hf: Any, ids: list[int]) -> torch.Tensor:
 
 def _forward(model: DecoderModel, caches: Any, seqs: list[ScheduledSequence], ids: list[int],
              every_row: bool = False) -> torch.Tensor:  # fmt: skip
-    step = build_step(seqs, BLOCK, "cpu")
-    attn = replace(step.attn, logits_indices=torch.arange(len(ids))) if every_row else step.attn
+    step = build_step([replace(s, all_logits=every_row) for s in seqs], BLOCK, "cpu")
     with torch.inference_mode():
-        return model(torch.tensor(ids), step.positions, attn, caches)
+        return model(torch.tensor(ids), step.positions, step.attn, caches)
 
 
 def _tables(*lengths: int) -> list[list[int]]:
