@@ -41,12 +41,13 @@ def head_major_rows(block_tables: torch.Tensor, block_size: int, kv_heads: int) 
 def build_plan(
     block_tables: torch.Tensor, context_lens: torch.Tensor, window: int | None, block_size: int, kv_heads: int
 ) -> DecodePlan:
-    """The plan of one decode call: contexts padded to the longest, in whole blocks (``span`` tokens)."""
+    """The plan of one decode call: contexts padded to the longest (``span`` tokens). Contexts of one
+    length (a single sequence, or a batch that started together) need no padding and no mask."""
     batch = block_tables.shape[0]
     lens = context_lens.tolist()  # one read of B lengths decides which masks the step needs
-    num_blocks = -(-max(lens) // block_size)
-    span = num_blocks * block_size
-    rows = head_major_rows(block_tables[:, :num_blocks], block_size, kv_heads)
+    span, num_blocks = max(lens), -(-max(lens) // block_size)
+    rows = head_major_rows(block_tables[:, :num_blocks], block_size, kv_heads)  # whole blocks
+    rows = rows.view(batch * kv_heads, num_blocks * block_size)[:, :span].reshape(-1)
     if min(lens) == span and window is None:
         return DecodePlan(rows, span, None, None)
     positions = torch.arange(span, device=block_tables.device)
@@ -74,7 +75,7 @@ class PlanMemo:
         self, block_tables: torch.Tensor, context_lens: torch.Tensor, window: int | None, block_size: int,
         kv_heads: int,
     ) -> DecodePlan:  # fmt: skip
-        key = (_version(block_tables), _version(context_lens))
+        key = (tensor_version(block_tables), tensor_version(context_lens))
         if key != self._key or not self._holds(block_tables, context_lens):
             self._key, self._refs, self._plans = (
                 key,
@@ -90,7 +91,26 @@ class PlanMemo:
         return len(self._refs) == 2 and self._refs[0]() is block_tables and self._refs[1]() is context_lens
 
 
-def _version(tensor: torch.Tensor) -> int | None:
+class StoredSlots:
+    """Remembers the last slot mapping found to store every token (no slot -1), by identity and version
+    (as ``PlanMemo``), so that the layers of one step check it once."""
+
+    def __init__(self) -> None:
+        self._ref: weakref.ref[torch.Tensor] | None = None
+        self._version: int | None = None
+
+    def all_stored(self, slot_mapping: torch.Tensor) -> bool:
+        """Whether every entry of ``slot_mapping`` is a slot (>= 0)."""
+        version = tensor_version(slot_mapping)
+        if self._ref is not None and self._ref() is slot_mapping and self._version == version:
+            return True
+        if not bool((slot_mapping >= 0).all()):
+            return False
+        self._ref, self._version = weakref.ref(slot_mapping), version
+        return True
+
+
+def tensor_version(tensor: torch.Tensor) -> int | None:
     """The tensor's in-place modification count; None for an inference tensor, which keeps none (it
     is matched by identity alone)."""
     return None if tensor.is_inference() else tensor._version

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 from torch.nn.functional import scaled_dot_product_attention as sdpa
 
-from kvgate.kernels.decode_plan import PlanMemo
+from kvgate.kernels.decode_plan import PlanMemo, StoredSlots
 from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query, check_scales
 from kvgate.kernels.quant import dequantise
 from kvgate.kernels.reference import ReferenceKernels, Scales
@@ -34,6 +34,7 @@ class SdpaKernels(ReferenceKernels):
 
     def __init__(self) -> None:
         self._plans = PlanMemo()  # a decode step's gather rows and masks, shared by its layers
+        self._stored = StoredSlots()  # whether a step's slot mapping stores every token, checked once
 
     def write_kv(
         self,
@@ -52,8 +53,8 @@ class SdpaKernels(ReferenceKernels):
         geometry = cache_geometry(k_cache, v_cache)
         _check_contiguous(k_cache, v_cache)
         rows = (-1, geometry.num_kv_heads, geometry.head_dim)
-        keep = slot_mapping >= 0  # slot -1: skip the token
-        if not bool(keep.all()):
+        if not self._stored.all_stored(slot_mapping):  # slot -1: skip the token
+            keep = slot_mapping >= 0
             k, v, slot_mapping = k[keep], v[keep], slot_mapping[keep]
         k_cache.view(rows).index_copy_(0, slot_mapping, k.to(k_cache.dtype))
         v_cache.view(rows).index_copy_(0, slot_mapping, v.to(v_cache.dtype))

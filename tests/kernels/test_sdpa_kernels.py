@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from kvgate.kernels import ReferenceKernels, SdpaKernels, get_kernels
+from kvgate.kernels.decode_plan import build_plan
 from kvgate.kernels.testing import PagedBatch, random_paged_batch
 
 REF, FAST = ReferenceKernels(), SdpaKernels()
@@ -133,3 +134,28 @@ def test_a_step_built_in_inference_mode_is_served() -> None:
         tables, lens = batch.block_tables.clone(), batch.context_lens.clone()  # inference tensors
         args = (batch.q, batch.k_cache, batch.v_cache, tables, lens, 0.2)
         _close(SdpaKernels().decode_attention(*args), REF.decode_attention(*args), torch.float32)
+
+
+def test_a_slot_mapping_changed_in_place_is_checked_again() -> None:
+    kernels = SdpaKernels()  # remembers the last mapping found to store every token
+    shape = (6, 4, 2, 8)
+    k, v = torch.randn(3, 2, 8), torch.randn(3, 2, 8)
+    slots = torch.tensor([3, 9, 22])
+    kernels.write_kv(k, v, torch.zeros(shape), torch.zeros(shape), slots)
+    slots[1] = -1  # the same tensor, now skipping a token
+    k_cache, v_cache = torch.zeros(shape), torch.zeros(shape)
+    kernels.write_kv(k, v, k_cache, v_cache, slots)
+    assert torch.count_nonzero(k_cache.abs().sum(-1)) == 2 * 2  # 2 tokens stored, 2 heads each
+
+
+def test_a_decode_plan_of_equal_contexts_reads_them_exactly_without_a_mask() -> None:
+    tables = torch.tensor([[4, 1], [0, 3]], dtype=torch.int32)  # block size 16, contexts of 20 tokens
+    plan = build_plan(tables, torch.tensor([20, 20], dtype=torch.int32), None, 16, 2)
+    assert (plan.span, plan.padded_rows, plan.mask) == (20, None, None)
+    first = (4 * 16 + torch.arange(16)).tolist() + (1 * 16 + torch.arange(4)).tolist()  # seq 0's tokens
+    assert plan.rows.view(2, 2, 20)[0, 1].tolist() == [t * 2 + 1 for t in first]  # kv head 1
+    ragged = build_plan(tables, torch.tensor([20, 17], dtype=torch.int32), None, 16, 2)
+    assert ragged.span == 20
+    assert ragged.mask is not None
+    assert ragged.padded_rows is not None
+    assert ragged.padded_rows.numel() == 2 * 3  # seq 1's 3 rows past its end, each kv head

@@ -35,6 +35,7 @@ class Attention(nn.Module):
         self.o = Projection(self.sizes[0], config.hidden_size, bias=config.o_bias, dtype=dtype)
         self.q_norm: nn.Module = nn.Identity()
         self.k_norm: nn.Module = nn.Identity()
+        self.qk_norm = config.qk_norm
         if config.qk_norm:
             self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.norm_offset, dtype)
             self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps, config.norm_offset, dtype)
@@ -52,25 +53,35 @@ class Attention(nn.Module):
         """x ``[T, hidden]``, cos / sin ``[T, rotary dims]`` -> ``[T, hidden]``; mutates ``cache``.
         ``lora``: the step's adapters' updates of ``qkv`` and ``o``, if any. ``rows``: compute the
         output of these rows only (``[R, hidden]``, in their order); K/V are written for all ``T``."""
-        tokens = x.shape[0]
         qkv = self.qkv(x)
         if lora is not None:
             lora.add("attn.qkv", x, qkv)
-        q, k, v = qkv.split(self.sizes, dim=-1)
-        k = self.k_norm(k.view(tokens, self.num_kv_heads, self.head_dim))  # [T, KV, D]
-        v = v.reshape(tokens, self.num_kv_heads, self.head_dim)  # [T, KV, D]
+        q, k, v = self._heads(qkv, cos, sin)
         scales = {"k_scale": cache.k_scale, "v_scale": cache.v_scale}  # None for float pools
-        self.kernels.write_kv(apply_rotary(k, cos, sin), v, cache.k, cache.v, attn.slot_mapping, **scales)
+        self.kernels.write_kv(k, v, cache.k, cache.v, attn.slot_mapping, **scales)
         if rows is not None:
             if rows.attn is None:
                 return x.new_empty(0, x.shape[1])
-            q, cos, sin, attn = q[rows.indices], cos[rows.indices], sin[rows.indices], rows.attn
-        q = apply_rotary(self.q_norm(q.reshape(q.shape[0], self.num_heads, self.head_dim)), cos, sin)
+            q, attn = q[rows.indices], rows.attn
         out = self._attend(q, attn, cache).reshape(q.shape[0], self.sizes[0])  # [T or R, H * D]
         projected = self.o(out)
         if lora is not None:
             lora.add("attn.o", out, projected)
         return projected
+
+    def _heads(
+        self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """q ``[T, H, D]``, k and v ``[T, KV, D]`` of ``qkv`` ``[T, (H + 2 KV) * D]``: q and k through their
+        norms (if any) and RoPE (together, as one ``[T, H + KV, D]``, when there are no norms); v a view."""
+        heads = qkv.unflatten(-1, (-1, self.head_dim))  # [T, H + 2 KV, D]
+        rotated = self.num_heads + self.num_kv_heads
+        v = heads[:, rotated:]
+        if not self.qk_norm:
+            qk = apply_rotary(heads[:, :rotated], cos, sin)
+            return qk[:, : self.num_heads], qk[:, self.num_heads :], v
+        q = apply_rotary(self.q_norm(heads[:, : self.num_heads]), cos, sin)
+        return q, apply_rotary(self.k_norm(heads[:, self.num_heads : rotated]), cos, sin), v
 
     def _attend(self, q: torch.Tensor, attn: AttentionMetadata, cache: KVCache) -> torch.Tensor:
         options = {

@@ -30,11 +30,11 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x ``[..., dim]`` -> ``[..., dim]`` in x's dtype."""
-        h = x.float()
-        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        h = x.float()  # x itself when fp32: never written below
+        h = torch.mul(h, torch.rsqrt(h.pow(2).mean(-1, keepdim=True).add_(self.eps)))  # a new tensor
         if self.offset:
-            return (h * (self.offset + self.weight.float())).to(x.dtype)
-        return self.weight * h.to(x.dtype)
+            return h.mul_(self.offset + self.weight.float()).to(x.dtype)
+        return h.to(x.dtype).mul_(self.weight)
 
 
 class GatedMLP(nn.Module):

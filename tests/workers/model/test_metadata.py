@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -57,3 +59,41 @@ def test_a_prompt_chunk_asks_for_no_logits() -> None:
 def test_invalid_steps_are_rejected(seqs: list[ScheduledSequence], message: str) -> None:
     with pytest.raises(ValueError, match=message):
         build_step(seqs, 4, "cpu")
+
+
+def test_the_last_layer_computes_the_logits_rows_alone() -> None:
+    # block size 4. A prompt chunk without logits (6 new), a prompt whose every row has logits (3 new
+    # after 4 cached) and a decoding sequence (1 new after 5 cached).
+    seqs = [
+        ScheduledSequence([0, 1], 0, 6, needs_logits=False),
+        ScheduledSequence([2, 3], 4, 3, all_logits=True),
+        ScheduledSequence([4, 5], 5, 1),
+    ]
+    attn = build_step(seqs, 4, "cpu").attn
+    rows = attn.output_rows
+    assert rows is not None
+    assert rows.attn is not None
+    assert rows.indices is attn.logits_indices
+    assert rows.indices.tolist() == [6, 7, 8, 9]
+    assert rows.attn.slot_mapping.tolist() == [12, 13, 14, 21]  # the rows' own slots
+    assert rows.attn.block_tables.tolist() == [[2, 3], [4, 5]]  # the sequences with logits rows
+    assert rows.attn.context_lens.tolist() == [7, 6]
+    assert rows.attn.cu_seqlens_q.tolist() == [0, 3, 4]
+    one_each = build_step([seqs[0], ScheduledSequence([2, 3], 4, 3)], 4, "cpu").attn.output_rows
+    assert one_each is not None
+    assert one_each.attn is not None
+    assert one_each.attn.is_decode  # one row per sequence: the decode shape
+    assert one_each.indices.tolist() == [8]
+    assert one_each.attn.context_lens.tolist() == [7]
+    none_wanted = build_step([seqs[0]], 4, "cpu").attn.output_rows
+    assert none_wanted is not None
+    assert none_wanted.attn is None
+    assert none_wanted.indices.numel() == 0
+    assert build_step([seqs[2]], 4, "cpu").attn.output_rows is None  # every row has logits
+
+
+def test_output_rows_must_be_the_logits_rows() -> None:
+    attn = build_step([ScheduledSequence([0, 1], 0, 6)], 4, "cpu").attn
+    with pytest.raises(ValueError, match="output_rows must be built for this logits_indices"):
+        replace(attn, logits_indices=torch.arange(6))
+    assert replace(attn, logits_indices=torch.arange(6), output_rows=None).output_rows is None

@@ -112,6 +112,33 @@ def test_decode_and_chunked_prefill_in_mixed_steps_equal_transformers(pair: Pair
     torch.testing.assert_close(logits, expected, **TOL)
 
 
+def test_the_last_layer_runs_the_logits_rows_alone_with_the_same_logits_and_cache(pair: Pair) -> None:
+    a, b, c = _ids(23, 8), _ids(13, 9), _ids(6, 10)
+    seqs = [
+        ScheduledSequence(table, 0, n, needs_logits=n != 13)  # b: a prompt chunk, no logits
+        for table, n in zip(_tables(23, 13, 6), (23, 13, 6), strict=True)
+    ]
+    step = build_step(seqs, BLOCK, "cpu")
+    geometry = pair.ours.config.kv_geometry("float32")
+    seen: list[int] = []
+    last = pair.ours.layers[-1]
+    hook = last.mlp_norm.register_forward_hook(lambda _m, args, _out: seen.append(args[0].shape[0]))
+    results = []
+    try:
+        for attn in (step.attn, replace(step.attn, output_rows=None)):  # pruned, then every row
+            caches = allocate_kv_caches(geometry, 32, BLOCK, device="cpu")
+            with torch.inference_mode():
+                results.append((pair.ours(torch.tensor(a + b + c), step.positions, attn, caches), caches))
+    finally:
+        hook.remove()
+    assert seen == [2, 23 + 13 + 6]  # a's and c's last rows, then all of them
+    (pruned, pruned_caches), (full, full_caches) = results
+    torch.testing.assert_close(pruned, full, **TOL)  # the same sums, blocked differently by BLAS
+    for ours, every in zip(pruned_caches, full_caches, strict=True):  # every token's K/V, last layer too
+        assert torch.equal(ours.k, every.k)
+        assert torch.equal(ours.v, every.v)
+
+
 def test_greedy_tokens_equal_transformers(pair: Pair) -> None:
     prompts = [_ids(9, 6), _ids(20, 7)]
     runner = PagedRunner(pair.ours, num_blocks=32, block_size=BLOCK)
