@@ -41,25 +41,31 @@ def head_major_rows(block_tables: torch.Tensor, block_size: int, kv_heads: int) 
 def build_plan(
     block_tables: torch.Tensor, context_lens: torch.Tensor, window: int | None, block_size: int, kv_heads: int
 ) -> DecodePlan:
-    """The plan of one decode call: contexts padded to the longest (``span`` tokens). Contexts of one
-    length (a single sequence, or a batch that started together) need no padding and no mask."""
+    """The plan of one decode call: the tokens each sequence's query sees (its last ``window`` with a
+    window, else all), padded to the longest run (``span`` tokens). Runs of one length (a single
+    sequence, a batch that started together, contexts all past the window) need no padding and no
+    mask; tokens before every sequence's window are never read."""
     batch = block_tables.shape[0]
     lens = context_lens.tolist()  # one read of B lengths decides which masks the step needs
-    span, num_blocks = max(lens), -(-max(lens) // block_size)
-    rows = head_major_rows(block_tables[:, :num_blocks], block_size, kv_heads)  # whole blocks
-    rows = rows.view(batch * kv_heads, num_blocks * block_size)[:, :span].reshape(-1)
-    if min(lens) == span and window is None:
+    starts = [0 if window is None else max(0, n - window) for n in lens]
+    spans = [n - s for n, s in zip(lens, starts, strict=True)]
+    span, first = max(spans), min(starts) // block_size
+    blocks = -(-max(lens) // block_size) - first
+    rows = head_major_rows(block_tables[:, first : first + blocks], block_size, kv_heads)
+    rows = rows.view(batch, kv_heads, blocks * block_size)  # whole blocks, from block ``first`` on
+    offsets = [s - first * block_size for s in starts]
+    if len(set(offsets)) == 1 and min(spans) == span:
+        return DecodePlan(rows[:, :, offsets[0] : offsets[0] + span].reshape(-1), span, None, None)
+    device = block_tables.device
+    j = torch.arange(span, device=device)
+    at = (torch.tensor(offsets, device=device)[:, None] + j).clamp_(max=blocks * block_size - 1)  # [B, T]
+    rows = rows.gather(2, at[:, None, :].expand(batch, kv_heads, span)).reshape(-1)
+    if min(spans) == span:
         return DecodePlan(rows, span, None, None)
-    positions = torch.arange(span, device=block_tables.device)
-    ends = context_lens.to(positions.dtype)[:, None]
-    padding = positions[None, :] >= ends  # [B, T]
-    padded_rows = None
-    if min(lens) < span:  # stale (even NaN) values there would survive a mask: 0 * NaN is NaN
-        padded_rows = padding[:, None, :].expand(batch, kv_heads, span).reshape(-1).nonzero().squeeze(1)
-    visible = ~padding
-    if window is not None:
-        visible &= positions[None, :] >= ends - window
-    return DecodePlan(rows, span, padded_rows, visible[:, None, None, :])
+    padding = j[None, :] >= torch.tensor(spans, device=device)[:, None]  # [B, T]
+    # stale (even NaN) values in padded rows would survive a mask: 0 * NaN is NaN, so they are zeroed
+    padded_rows = padding[:, None, :].expand(batch, kv_heads, span).reshape(-1).nonzero().squeeze(1)
+    return DecodePlan(rows, span, padded_rows, (~padding)[:, None, None, :])
 
 
 class PlanMemo:

@@ -1,9 +1,10 @@
 """``SdpaKernels``: the engine's fast path off the GPU, over torch's ``scaled_dot_product_attention``.
 
 Each call reads the paged cache once. Prefill copies a sequence's blocks whole (one ``index_select``)
-and attends them causally; decode gathers the batch's context in one ``index_select`` per pool over
-head-dim rows, ordered head-major (``[B, kv_heads, T, D]``), so that SDPA's fused kernel (a blockwise
-online softmax on CPU) reads dense memory and never materialises score matrices. GQA is served by
+and attends them causally; decode gathers the tokens each query sees (its last ``window`` in a
+windowed layer) in one ``index_select`` per pool over head-dim rows, ordered head-major
+(``[B, kv_heads, T, D]``), so that SDPA's fused kernel (a blockwise online softmax on CPU) reads dense
+memory and never materialises score matrices. GQA is served by
 grouping query heads (decode) or by SDPA's grouped heads (prefill), never by copying K/V per head.
 The pools must be contiguous (the engine allocates them so).
 

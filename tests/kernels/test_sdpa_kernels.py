@@ -159,3 +159,16 @@ def test_a_decode_plan_of_equal_contexts_reads_them_exactly_without_a_mask() -> 
     assert ragged.mask is not None
     assert ragged.padded_rows is not None
     assert ragged.padded_rows.numel() == 2 * 3  # seq 1's 3 rows past its end, each kv head
+
+
+def test_a_windowed_decode_reads_each_window_alone() -> None:
+    tables = torch.tensor([[4, 1, 2], [0, 3, 5]], dtype=torch.int32)  # block size 16
+    plan = build_plan(tables, torch.tensor([40, 33], dtype=torch.int32), 10, 16, 2)
+    assert (plan.span, plan.padded_rows, plan.mask) == (10, None, None)  # both past the window
+    tokens = [(1 * 16 + t) for t in range(14, 16)] + [(2 * 16 + t) for t in range(8)]  # seq 0: 30..39
+    assert plan.rows.view(2, 2, 10)[0, 0].tolist() == [t * 2 for t in tokens]
+    tokens = [(3 * 16 + t) for t in range(7, 16)] + [5 * 16]  # seq 1: 23..32
+    assert plan.rows.view(2, 2, 10)[1, 1].tolist() == [t * 2 + 1 for t in tokens]
+    for contexts in ([20, 37, 90], [20, 37, 90, 6]):  # windows at other offsets; then one short of it
+        args = _decode_args(_batch(contexts, [1] * len(contexts), (8, 2, 64), torch.float32), 0.09)
+        _close(FAST.decode_attention(*args, window=16), REF.decode_attention(*args, window=16), torch.float32)
