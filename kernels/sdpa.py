@@ -10,7 +10,8 @@ The pools must be contiguous (the engine allocates them so).
 
 Stale or NaN values in cache slots a sequence does not own never reach the output: prefill reads exactly
 ``context_len`` tokens, and decode zeroes the padded rows of its buffer before attending. Soft-capped
-scores (Gemma 2) have no SDPA form: those calls go to the reference path. Quantised pools (int8 / fp8,
+scores (Gemma 2) have no SDPA form: a decode computes them from the same gathered rows in fp32
+(``_capped``), a prefill goes to the reference path. Quantised pools (int8 / fp8,
 see ``quant``) are written by the reference's ``write_kv``; attention dequantises the gathered blocks
 (or rows) into q's dtype with their scales before SDPA. Accumulates in fp32 (SDPA's
 fused CPU kernel does for fp16 and bf16) and returns q's dtype, as the protocol asks.
@@ -24,7 +25,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 from kvgate.kernels.decode_plan import PlanMemo, StoredSlots
 from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query, check_scales
 from kvgate.kernels.quant import dequantise
-from kvgate.kernels.reference import ReferenceKernels, Scales
+from kvgate.kernels.reference import ReferenceKernels, Scales, capped
 
 
 class SdpaKernels(ReferenceKernels):
@@ -106,11 +107,6 @@ class SdpaKernels(ReferenceKernels):
         k_scale: torch.Tensor | None = None,
         v_scale: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        if softcap is not None:
-            return super().decode_attention(
-                q, k_cache, v_cache, block_tables, context_lens, scale,
-                window=window, softcap=softcap, k_scale=k_scale, v_scale=v_scale,
-            )  # fmt: skip
         geometry = cache_geometry(k_cache, v_cache)
         _check_contiguous(k_cache, v_cache)
         group = check_query(q, geometry, k_cache)
@@ -129,7 +125,21 @@ class SdpaKernels(ReferenceKernels):
             k.view(-1, head_dim).index_fill_(0, plan.padded_rows, 0)
             v.view(-1, head_dim).index_fill_(0, plan.padded_rows, 0)
         grouped = q.view(batch, kv_heads, group, head_dim)  # [B, kvH, G, D]
+        if softcap is not None:
+            return _capped(grouped, k, v, plan.mask, scale, softcap).reshape(q.shape)
         return sdpa(grouped, k, v, attn_mask=plan.mask, scale=scale).reshape(q.shape)
+
+
+def _capped(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None, scale: float, softcap: float
+) -> torch.Tensor:
+    """``softmax(cap(q k^T * scale)) v`` in fp32 for grouped q ``[B, kvH, G, D]`` over dense k, v
+    ``[B, kvH, T, D]`` (``mask [B, 1, 1, T]``: the visible positions; None: all): soft-capped scores
+    have no SDPA form, and a decode step's ``[B, kvH, G, T]`` scores are small. Returns q's dtype."""
+    scores = capped(torch.matmul(q.float(), k.float().transpose(-1, -2)).mul_(scale), softcap)
+    if mask is not None:
+        scores.masked_fill_(~mask, float("-inf"))
+    return torch.matmul(torch.softmax(scores, dim=-1), v.float()).to(q.dtype)
 
 
 def _check_contiguous(k_cache: torch.Tensor, v_cache: torch.Tensor) -> None:
