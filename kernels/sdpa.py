@@ -84,8 +84,11 @@ class SdpaKernels(ReferenceKernels):
         check_query(q, cache_geometry(k_cache, v_cache), k_cache)
         check_block_tables(block_tables, context_lens)
         scales = (k_scale, v_scale) if check_scales(k_cache, v_cache, k_scale, v_scale) else None
-        out = torch.empty_like(q)
         bounds, lens = cu_seqlens_q.tolist(), context_lens.tolist()
+        if len(lens) == 1 and bounds == [0, q.shape[0]] and q.shape[0] > 0:  # the step's one sequence
+            k, v = _context(k_cache, v_cache, block_tables[0], lens[0], scales, q.dtype)
+            return _causal(q, k, v, scale, window).contiguous()  # SDPA's output is [T, H, D] in memory
+        out = torch.empty_like(q)
         for b, context_len in enumerate(lens):
             start, end = bounds[b], bounds[b + 1]
             if end > start:

@@ -14,6 +14,11 @@ from kvgate.kernels.testing import PagedBatch, random_paged_batch
 REF, FAST = ReferenceKernels(), SdpaKernels()
 HEADS = [(4, 4, 32), (4, 1, 64), (9, 3, 64), (8, 2, 80)]  # (num_heads, num_kv_heads, head_dim)
 TOLERANCE = {torch.float32: 2e-5, torch.float16: 2e-3, torch.bfloat16: 2e-2}
+ONE_STEP_AND_ALONE = [  # (contexts, queries): a mixed step, then steps of one sequence
+    ([37, 50, 150, 100, 33, 16], [37, 13, 70, 1, 0, 16]),
+    ([150], [150]),
+    ([150], [70]),
+]
 
 
 def _batch(
@@ -49,10 +54,11 @@ def test_the_registry_serves_it() -> None:
 @pytest.mark.parametrize("heads", HEADS, ids=str)
 def test_prefill_matches_the_reference(heads: tuple[int, int, int], dtype: torch.dtype) -> None:
     # whole prompts (the causal fast form), unaligned cached prefixes, one query after a long prefix, a
-    # sequence with no new token, one exactly one block long
-    batch = _batch([37, 50, 150, 100, 33, 16], [37, 13, 70, 1, 0, 16], heads, dtype)
-    args = _prefill_args(batch, 0.11)
-    _close(FAST.prefill_attention(*args), REF.prefill_attention(*args), dtype)
+    # sequence with no new token, one exactly one block long; then a step of one sequence (a whole
+    # prompt, a suffix after its cached prefix)
+    for contexts, queries in ONE_STEP_AND_ALONE:
+        args = _prefill_args(_batch(contexts, queries, heads, dtype), 0.11)
+        _close(FAST.prefill_attention(*args), REF.prefill_attention(*args), dtype)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
@@ -71,9 +77,10 @@ def test_decode_matches_the_reference(
 @pytest.mark.parametrize(("window", "softcap"), [(5, None), (16, None), (1, None), (None, 2.0), (40, 3.0)])
 def test_window_and_softcap_match_the_reference(window: int | None, softcap: float | None) -> None:
     options = {"window": window, "softcap": softcap}
-    batch = _batch([37, 50, 150, 33], [37, 13, 70, 0], (8, 2, 64), torch.float32)
-    args = _prefill_args(batch, 0.11)
-    _close(FAST.prefill_attention(*args, **options), REF.prefill_attention(*args, **options), torch.float32)
+    for contexts, queries in [([37, 50, 150, 33], [37, 13, 70, 0]), *ONE_STEP_AND_ALONE[1:]]:
+        args = _prefill_args(_batch(contexts, queries, (8, 2, 64), torch.float32), 0.11)
+        expected = REF.prefill_attention(*args, **options)
+        _close(FAST.prefill_attention(*args, **options), expected, torch.float32)
     batch = _batch([1, 15, 17, 90, 200], [1] * 5, (8, 2, 64), torch.float32)
     args = _decode_args(batch, 0.09)
     _close(FAST.decode_attention(*args, **options), REF.decode_attention(*args, **options), torch.float32)

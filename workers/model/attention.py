@@ -7,6 +7,7 @@ from torch import nn
 
 from kvgate.kernels.protocol import AttentionKernels
 from kvgate.workers.model.config import ModelConfig
+from kvgate.workers.model.epilogue import project_add
 from kvgate.workers.model.gemm import Projection
 from kvgate.workers.model.kv_cache import KVCache
 from kvgate.workers.model.layers import RMSNorm
@@ -49,10 +50,12 @@ class Attention(nn.Module):
         cache: KVCache,
         lora: LayerLora | None = None,
         rows: OutputRows | None = None,
+        residual: torch.Tensor | None = None,
     ) -> torch.Tensor:
         """x ``[T, hidden]``, cos / sin ``[T, rotary dims]`` -> ``[T, hidden]``; mutates ``cache``.
         ``lora``: the step's adapters' updates of ``qkv`` and ``o``, if any. ``rows``: compute the
-        output of these rows only (``[R, hidden]``, in their order); K/V are written for all ``T``."""
+        output of these rows only (``[R, hidden]``, in their order); K/V are written for all ``T``.
+        ``residual`` (``[T or R, hidden]``): added to the output (in ``o``'s product where it fuses)."""
         qkv = self.qkv(x)
         if lora is not None:
             lora.add("attn.qkv", x, qkv)
@@ -64,10 +67,12 @@ class Attention(nn.Module):
                 return x.new_empty(0, x.shape[1])
             q, attn = q[rows.indices], rows.attn
         out = self._attend(q, attn, cache).reshape(q.shape[0], self.sizes[0])  # [T or R, H * D]
+        if lora is None and residual is not None:
+            return project_add(self.o, out, residual)
         projected = self.o(out)
         if lora is not None:
             lora.add("attn.o", out, projected)
-        return projected
+        return projected if residual is None else projected.add_(residual)
 
     def _heads(
         self, qkv: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor

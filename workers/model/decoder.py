@@ -60,6 +60,7 @@ class DecoderLayer(nn.Module):
         self.mlp_norm = _norm(config, dtype)
         self.mlp = _mlp(config, dtype)
         self.mlp_post_norm = _post_norm(config, dtype)
+        self.post_norms = config.sandwich_norms  # else each residual is added by the block's last product
 
     def forward(
         self,
@@ -74,11 +75,21 @@ class DecoderLayer(nn.Module):
         """x ``[T, hidden]`` -> ``[T, hidden]`` (``[R, hidden]``: the output of ``rows`` only); writes
         this layer's K/V of all ``T`` tokens into ``cache``. ``lora``: the step's adapter updates (a
         mixture of experts takes none: adapters of its experts are refused when they load)."""
-        attended = self.attn(self.attn_norm(x), cos, sin, attn, cache, lora, rows)
-        h = self.attn_post_norm(attended).add_(x if rows is None else x[rows.indices])  # new
-        mlp_in = self.mlp_norm(h)
-        mlp_out = self.mlp(mlp_in, lora) if isinstance(self.mlp, GatedMLP) else self.mlp(mlp_in)
-        return self.mlp_post_norm(mlp_out).add_(h)  # residuals added in place
+        residual = x if rows is None else x[rows.indices]
+        if self.post_norms:
+            attended = self.attn(self.attn_norm(x), cos, sin, attn, cache, lora, rows)
+            h = self.attn_post_norm(attended).add_(residual)  # new
+            return self.mlp_post_norm(self._mlp(self.mlp_norm(h), lora)).add_(h)  # residual added in place
+        h = self.attn(self.attn_norm(x), cos, sin, attn, cache, lora, rows, residual)  # new
+        return self._mlp(self.mlp_norm(h), lora, h)
+
+    def _mlp(
+        self, x: torch.Tensor, lora: LayerLora | None, residual: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        if isinstance(self.mlp, GatedMLP):
+            return self.mlp(x, lora, residual)
+        out = self.mlp(x)
+        return out if residual is None else out.add_(residual)
 
 
 class DecoderModel(nn.Module):

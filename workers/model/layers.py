@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
-
 import torch
 from torch import nn
-from torch.nn.functional import silu
 
 from kvgate.workers.model.config import Activation
+from kvgate.workers.model.epilogue import ACTIVATIONS, fused_act, fused_mul, fuses, project_add
 from kvgate.workers.model.gemm import Projection
 from kvgate.workers.model.lora import LayerLora
-
-ACTIVATIONS: dict[Activation, Callable[[torch.Tensor], torch.Tensor]] = {  # in place: mutate their input
-    "silu": partial(silu, inplace=True),  # SwiGLU
-    "gelu_tanh": partial(torch.ops.aten.gelu_, approximate="tanh"),  # GeGLU (Gemma)
-}
 
 
 class RMSNorm(nn.Module):
@@ -30,15 +22,18 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """x ``[..., dim]`` -> ``[..., dim]`` in x's dtype."""
-        h = x.float()  # x itself when fp32: never written below
-        h = torch.mul(h, torch.rsqrt(h.pow(2).mean(-1, keepdim=True).add_(self.eps)))  # a new tensor
+        h = x.float()  # a new tensor, or x itself when fp32 (then never written)
+        scale = torch.rsqrt(h.pow(2).mean(-1, keepdim=True).add_(self.eps))  # [..., 1]
+        h = h * scale if h is x else h.mul_(scale)  # a new tensor
         if self.offset:
             return h.mul_(self.offset + self.weight.float()).to(x.dtype)
         return h.to(x.dtype).mul_(self.weight)
 
 
 class GatedMLP(nn.Module):
-    """``down(act(gate(x)) * up(x))``; gate and up are one fused matmul (``gate_up``, gate rows first)."""
+    """``down(act(gate(x)) * up(x))``; gate and up are one fused matmul (``gate_up``, gate rows first).
+    Prefill-sized inputs without adapters run the activation, the gate product and a residual as the
+    epilogues of the products that precede them where :func:`~kvgate.workers.model.epilogue.fuses`."""
 
     def __init__(
         self,
@@ -49,12 +44,17 @@ class GatedMLP(nn.Module):
         dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
-        self.intermediate, self.act = intermediate, ACTIVATIONS[act]
+        self.intermediate, self.act_name, self.act = intermediate, act, ACTIVATIONS[act]
         self.gate_up = Projection(hidden, 2 * intermediate, bias=bias, dtype=dtype)
         self.down = Projection(intermediate, hidden, bias=bias, dtype=dtype)
 
-    def forward(self, x: torch.Tensor, lora: LayerLora | None = None) -> torch.Tensor:
-        """x ``[T, hidden]`` -> ``[T, hidden]``; ``lora``: the step's adapters' updates, if any."""
+    def forward(
+        self, x: torch.Tensor, lora: LayerLora | None = None, residual: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """x ``[T, hidden]`` -> ``[T, hidden]`` (plus ``residual [T, hidden]`` when given); ``lora``: the
+        step's adapters' updates, if any."""
+        if lora is None and fuses(x, self.gate_up.weight):
+            return self._fused(x, residual)
         gate_up = self.gate_up(x)  # [T, 2I]
         if lora is not None:
             lora.add("mlp.gate_up", x, gate_up)
@@ -63,4 +63,13 @@ class GatedMLP(nn.Module):
         out = self.down(h)
         if lora is not None:
             lora.add("mlp.down", h, out)
-        return out
+        return out if residual is None else out.add_(residual)
+
+    def _fused(self, x: torch.Tensor, residual: torch.Tensor | None) -> torch.Tensor:
+        """The forward as three products with their epilogues: ``a = act(gate(x))``, ``h = up(x) * a``,
+        ``down(h) (+ residual)``."""
+        size, weight, bias = self.intermediate, self.gate_up.weight, self.gate_up.bias
+        gate_bias, up_bias = (None, None) if bias is None else bias.split(size)
+        h = fused_act(x, weight[:size], gate_bias, self.act_name)
+        h = fused_mul(x, weight[size:], up_bias, h)
+        return self.down(h) if residual is None else project_add(self.down, h, residual)
