@@ -2,17 +2,17 @@
 
 Every layer of a step attends through the same block tables and lengths; only the pools differ. The
 plan holds the rows to gather (head-major, see :func:`head_major_rows`), the padded rows to zero and the
-mask of the positions each query sees. ``PlanMemo`` keeps the plans of the current step, keyed by the
-identity and version of the step's tensors (weak references: a later step's new tensors never match a
-dead one's plan, even at the same address).
+mask of the positions each query sees. ``PlanMemo`` keeps the plans of the current step (see
+``step_memo``).
 """
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 
 import torch
+
+from kvgate.kernels.step_memo import StepMemo
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,54 +69,29 @@ def build_plan(
 
 
 class PlanMemo:
-    """The plans of the step in progress (one per distinct window); a call with other tensors, or with
-    the same tensors modified in place, starts afresh."""
+    """The plans of the step in progress (one per distinct window), see :class:`StepMemo`."""
 
     def __init__(self) -> None:
-        self._key: tuple[object, ...] = ()
-        self._refs: tuple[weakref.ref[torch.Tensor], ...] = ()
-        self._plans: dict[tuple[int | None, int, int], DecodePlan] = {}
+        self._memo: StepMemo[DecodePlan] = StepMemo()
 
     def plan(
         self, block_tables: torch.Tensor, context_lens: torch.Tensor, window: int | None, block_size: int,
         kv_heads: int,
     ) -> DecodePlan:  # fmt: skip
-        key = (tensor_version(block_tables), tensor_version(context_lens))
-        if key != self._key or not self._holds(block_tables, context_lens):
-            self._key, self._refs, self._plans = (
-                key,
-                (weakref.ref(block_tables), weakref.ref(context_lens)),
-                {},
-            )
-        shape = (window, block_size, kv_heads)
-        if shape not in self._plans:
-            self._plans[shape] = build_plan(block_tables, context_lens, window, block_size, kv_heads)
-        return self._plans[shape]
-
-    def _holds(self, block_tables: torch.Tensor, context_lens: torch.Tensor) -> bool:
-        return len(self._refs) == 2 and self._refs[0]() is block_tables and self._refs[1]() is context_lens
+        return self._memo.get(
+            (block_tables, context_lens),
+            (window, block_size, kv_heads),
+            lambda: build_plan(block_tables, context_lens, window, block_size, kv_heads),
+        )
 
 
 class StoredSlots:
-    """Remembers the last slot mapping found to store every token (no slot -1), by identity and version
-    (as ``PlanMemo``), so that the layers of one step check it once."""
+    """Whether a step's slot mapping stores every token (no slot -1), checked once per step (see
+    :class:`StepMemo`) for all its layers."""
 
     def __init__(self) -> None:
-        self._ref: weakref.ref[torch.Tensor] | None = None
-        self._version: int | None = None
+        self._memo: StepMemo[bool] = StepMemo()
 
     def all_stored(self, slot_mapping: torch.Tensor) -> bool:
         """Whether every entry of ``slot_mapping`` is a slot (>= 0)."""
-        version = tensor_version(slot_mapping)
-        if self._ref is not None and self._ref() is slot_mapping and self._version == version:
-            return True
-        if not bool((slot_mapping >= 0).all()):
-            return False
-        self._ref, self._version = weakref.ref(slot_mapping), version
-        return True
-
-
-def tensor_version(tensor: torch.Tensor) -> int | None:
-    """The tensor's in-place modification count; None for an inference tensor, which keeps none (it
-    is matched by identity alone)."""
-    return None if tensor.is_inference() else tensor._version
+        return self._memo.get((slot_mapping,), "stored", lambda: bool((slot_mapping >= 0).all()))

@@ -1,11 +1,12 @@
 """``SdpaKernels``: the engine's fast path off the GPU, over torch's ``scaled_dot_product_attention``.
 
 Each call reads the paged cache once. Prefill copies a sequence's blocks whole (one ``index_select``)
-and attends them causally; decode gathers the tokens each query sees (its last ``window`` in a
-windowed layer) in one ``index_select`` per pool over head-dim rows, ordered head-major
-(``[B, kv_heads, T, D]``), so that SDPA's fused kernel (a blockwise online softmax on CPU) reads dense
-memory and never materialises score matrices. GQA is served by
-grouping query heads (decode) or by SDPA's grouped heads (prefill), never by copying K/V per head.
+and attends them causally (new tokens after a cached prefix, and windowed layers, under an additive
+mask built once per step for all layers, see ``prefill_mask``); decode gathers the tokens each query
+sees (its last ``window`` in a windowed layer) in one ``index_select`` per pool over head-dim rows,
+ordered head-major (``[B, kv_heads, T, D]``), so that SDPA's fused kernel (a blockwise online softmax on
+CPU) reads dense memory and never materialises score matrices. GQA is served by grouping query heads
+(decode) or by SDPA's grouped heads (prefill), never by copying K/V per head.
 The pools must be contiguous (the engine allocates them so).
 
 Stale or NaN values in cache slots a sequence does not own never reach the output: prefill reads exactly
@@ -24,6 +25,7 @@ from torch.nn.functional import scaled_dot_product_attention as sdpa
 
 from kvgate.kernels.decode_plan import PlanMemo, StoredSlots
 from kvgate.kernels.geometry import cache_geometry, check_block_tables, check_query, check_scales
+from kvgate.kernels.prefill_mask import PrefillMasks
 from kvgate.kernels.quant import dequantise
 from kvgate.kernels.reference import ReferenceKernels, Scales, capped
 
@@ -37,6 +39,7 @@ class SdpaKernels(ReferenceKernels):
     def __init__(self) -> None:
         self._plans = PlanMemo()  # a decode step's gather rows and masks, shared by its layers
         self._stored = StoredSlots()  # whether a step's slot mapping stores every token, checked once
+        self._masks = PrefillMasks()  # a prefill step's masks (cached prefixes, windows), built once
 
     def write_kv(
         self,
@@ -85,16 +88,28 @@ class SdpaKernels(ReferenceKernels):
         check_block_tables(block_tables, context_lens)
         scales = (k_scale, v_scale) if check_scales(k_cache, v_cache, k_scale, v_scale) else None
         bounds, lens = cu_seqlens_q.tolist(), context_lens.tolist()
+
+        def attend(b: int, rows: torch.Tensor) -> torch.Tensor:  # sequence b's new tokens' queries
+            k, v = _context(k_cache, v_cache, block_tables[b], lens[b], scales, q.dtype)
+            return _causal(rows, k, v, scale, self._mask((cu_seqlens_q, context_lens), rows, lens[b], window))
+
         if len(lens) == 1 and bounds == [0, q.shape[0]] and q.shape[0] > 0:  # the step's one sequence
-            k, v = _context(k_cache, v_cache, block_tables[0], lens[0], scales, q.dtype)
-            return _causal(q, k, v, scale, window).contiguous()  # SDPA's output is [T, H, D] in memory
+            return attend(0, q).contiguous()  # SDPA's output is [T, H, D] in memory: no copy
         out = torch.empty_like(q)
-        for b, context_len in enumerate(lens):
+        for b in range(len(lens)):
             start, end = bounds[b], bounds[b + 1]
             if end > start:
-                k, v = _context(k_cache, v_cache, block_tables[b], context_len, scales, q.dtype)
-                out[start:end] = _causal(q[start:end], k, v, scale, window)
+                out[start:end] = attend(b, q[start:end])
         return out
+
+    def _mask(
+        self, step: tuple[torch.Tensor, torch.Tensor], q: torch.Tensor, context_len: int, window: int | None
+    ) -> torch.Tensor | None:
+        """The additive mask of queries ``q`` at the last positions of ``context_len`` (None: a whole
+        prompt without a window, SDPA's causal square)."""
+        if q.shape[0] == context_len and window is None:
+            return None
+        return self._masks.mask(step, q.shape[0], context_len, window, q.dtype, q.device)
 
     def decode_attention(
         self,
@@ -191,20 +206,15 @@ def _context(
 
 
 def _causal(
-    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, window: int | None
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float, mask: torch.Tensor | None
 ) -> torch.Tensor:
-    """q ``[Q, H, D]`` at the last ``Q`` positions of k, v ``[L, kvH, D]`` -> ``[Q, H, D]``; the query at
-    position ``i`` sees ``0..i`` (the last ``window`` of them with a window)."""
-    num_q, context_len = q.shape[0], k.shape[0]
+    """q ``[Q, H, D]`` at the last ``Q`` positions of k, v ``[L, kvH, D]`` -> ``[Q, H, D]``: SDPA's causal
+    square when ``mask`` is None (``Q == L``, no window), else under the additive ``mask [Q, L]``
+    (``prefill_mask``)."""
     qh, kh, vh = q.transpose(0, 1)[None], k.transpose(0, 1)[None], v.transpose(0, 1)[None]
     gqa = {"enable_gqa": True} if q.shape[1] != k.shape[1] else {}
-    if num_q == context_len and window is None:
+    if mask is None:
         out = sdpa(qh, kh, vh, is_causal=True, scale=scale, **gqa)
     else:
-        q_pos = torch.arange(context_len - num_q, context_len, device=q.device)[:, None]
-        k_pos = torch.arange(context_len, device=q.device)[None, :]
-        visible = k_pos <= q_pos  # [Q, L]
-        if window is not None:
-            visible &= k_pos > q_pos - window
-        out = sdpa(qh, kh, vh, attn_mask=visible, scale=scale, **gqa)
+        out = sdpa(qh, kh, vh, attn_mask=mask, scale=scale, **gqa)
     return out[0].transpose(0, 1)
