@@ -68,11 +68,15 @@ class UpProcess:
         """The worker actors' processes (Ray names them after the class)."""
         return [p for p in self._descendants() if "WorkerActor" in " ".join(cmdline(p))]
 
-    def interrupt(self, timeout_s: float = 60.0) -> int:
-        """SIGINT, as Ctrl-C would; returns the exit status."""
+    def interrupt(self, timeout_s: float = 120.0) -> int:
+        """SIGINT, as Ctrl-C would; returns the exit status. The default wait is above the stack's own
+        bounds on a clean stop (the gateway's 30 s grace, then 15 s for the workers to stop, then Ray's
+        shutdown), so a slow machine's clean stop passes; AssertionError with the log if it is exceeded."""
         self.proc.send_signal(signal.SIGINT)
         try:
             return self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"still running {timeout_s} s after SIGINT:\n{self.log()}") from None
         finally:
             for reader in self._readers:
                 reader.join(5)

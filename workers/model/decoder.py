@@ -79,13 +79,16 @@ class DecoderLayer(nn.Module):
         if self.post_norms:
             attended = self.attn(self.attn_norm(x), cos, sin, attn, cache, lora, rows)
             h = self.attn_post_norm(attended).add_(residual)  # new
-            return self.mlp_post_norm(self._mlp(self.mlp_norm(h), lora)).add_(h)  # residual added in place
+            mlp_out = self._feed_forward(self.mlp_norm(h), lora)
+            return self.mlp_post_norm(mlp_out).add_(h)  # residual added in place
         h = self.attn(self.attn_norm(x), cos, sin, attn, cache, lora, rows, residual)  # new
-        return self._mlp(self.mlp_norm(h), lora, h)
+        return self._feed_forward(self.mlp_norm(h), lora, h)
 
-    def _mlp(
+    def _feed_forward(
         self, x: torch.Tensor, lora: LayerLora | None, residual: torch.Tensor | None = None
     ) -> torch.Tensor:
+        """The MLP's output (a new tensor), plus ``residual`` when given (in its last product where
+        that fuses); a mixture of experts takes no adapters."""
         if isinstance(self.mlp, GatedMLP):
             return self.mlp(x, lora, residual)
         out = self.mlp(x)
