@@ -2,8 +2,8 @@
 
 A prefill-sized product ``x @ W^T`` (more than :data:`~kvgate.workers.model.gemm.MAX_SKINNY_ROWS` rows)
 writes a ``[T, out]`` tensor that the next elementwise step (an activation, the gate's product, the
-residual) reads and writes again; on the CPU in bf16 / fp16 these passes over memory cost as much as a
-third of the layer's products. oneDNN's matmul applies such a step to each output tile while it is
+residual) reads and writes again; on the CPU in bf16 / fp16 these passes over memory cost about a
+third as much as the layer's products. oneDNN's matmul applies such a step to each output tile while it is
 still in cache ("post-ops", torch's ``mkldnn._linear_pointwise``), in fp32, rounding once. Each function
 here computes
 
@@ -14,8 +14,9 @@ here computes
 in one oneDNN call (a new ``[T, out]`` tensor); the callers take these forms where :func:`fuses` says
 they pay (bf16 / fp16 on a CPU whose oneDNN runs them natively, prefill-sized inputs) and the product
 then the step elsewhere. The two forms differ by the roundings the fused one skips (at most an ulp of
-the output's dtype per skipped step). fp32 products stay unfused: oneDNN's fp32 matmul is no faster
-than torch's own, and fp32 greedy outputs stay those of the reference path.
+the output's dtype per skipped step). fp32 products stay unfused: oneDNN's fp32 matmul was no faster
+than torch's own on the benchmark machine (a feed-forward layer at 2,048 rows: 69.5 against 63.7 ms),
+and fp32 outputs stay bit-identical to the unfused engine's.
 """
 
 from __future__ import annotations
