@@ -29,8 +29,13 @@ def additive_mask(
     return torch.zeros(hidden.shape, dtype=dtype, device=device).masked_fill_(hidden, float("-inf"))
 
 
+MAX_KEPT_ELEMENTS = 1 << 24  # larger masks (e.g. a 2,048-token chunk over 8,192+ tokens) are not kept
+
+
 class PrefillMasks:
-    """The masks of the prefill step in progress, per (new tokens, context, window, dtype)."""
+    """The masks of the prefill step in progress, per (new tokens, context, window, dtype). A mask of
+    more than :data:`MAX_KEPT_ELEMENTS` is built for each call instead: the memo outlives its step
+    until the next one, and a mask that large costs little next to the attention it serves."""
 
     def __init__(self) -> None:
         self._memo: StepMemo[torch.Tensor] = StepMemo()
@@ -45,6 +50,8 @@ class PrefillMasks:
         device: torch.device,
     ) -> torch.Tensor:
         """The mask of one sequence of the step whose ``(cu_seqlens_q, context_lens)`` are ``step``."""
+        if num_q * context_len > MAX_KEPT_ELEMENTS:
+            return additive_mask(num_q, context_len, window, dtype, device)
         return self._memo.get(
             step,
             (num_q, context_len, window, dtype, device),

@@ -47,3 +47,13 @@ def test_a_step_over_cached_prefixes_attends_as_the_reference_in_every_layer() -
     for window in (None, None, 8, None):  # four layers of one step, one of them windowed
         expected = reference.prefill_attention(*args, 0.2, window=window)
         torch.testing.assert_close(kernels.prefill_attention(*args, 0.2, window=window), expected)
+
+
+def test_a_mask_too_large_to_keep_is_built_for_each_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kvgate.kernels.prefill_mask.MAX_KEPT_ELEMENTS", 20)
+    masks, step = PrefillMasks(), (torch.tensor([0, 3]), torch.tensor([10]))
+    large = masks.mask(step, 3, 10, None, torch.float32, CPU)  # 30 elements
+    assert masks.mask(step, 3, 10, None, torch.float32, CPU) is not large
+    assert torch.equal(masks.mask(step, 3, 10, None, torch.float32, CPU), large)
+    small = masks.mask(step, 2, 10, None, torch.float32, CPU)  # 20 elements: kept
+    assert masks.mask(step, 2, 10, None, torch.float32, CPU) is small
