@@ -38,7 +38,7 @@ def _exact(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> 
     return linear(x.double(), weight.double(), None if bias is None else bias.double())
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("bias", [False, True])
 @pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
 def test_a_fused_activation_is_the_activation_of_the_product(
@@ -51,7 +51,7 @@ def test_a_fused_activation_is_the_activation_of_the_product(
     assert _ulps(out, EXACT_ACT[act](_exact(x, weight, b))) <= 2
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("bias", [False, True])
 def test_a_fused_product_is_multiplied_or_added_by_the_other_operand(bias: bool, dtype: torch.dtype) -> None:
     x, weight, b = _operands(dtype, bias)
