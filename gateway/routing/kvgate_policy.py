@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvgate.gateway.routing.config import RoutingConfig
@@ -33,6 +33,10 @@ class KvgatePolicy:
     within the near-tie window (``near_tie_ratio``, ``near_tie_s``) of the best score are ranked
     with a random handicap fixed by ``request_key``; exact ties then go to the longest reuse, the
     home worker, a rotation by ``request_key``.
+
+    A request that opens a session (no worker holds its own content, past the shared opening) is
+    also charged ``session_weight`` x the share of each worker's prefill capacity that new content
+    took lately (:meth:`_session_charge`): sessions bring their follow-ups back to where they start.
     """
 
     config: RoutingConfig = field(default_factory=RoutingConfig)
@@ -48,8 +52,11 @@ class KvgatePolicy:
         weights = self.config.compute_weight, self._copy_weight(request, holders)
         # candidates and estimates share their order: position i is the rotation's and jitter's input
         allowed = {e.worker_id for e in self._not_hot(estimates)}
+        charge = self._session_charge(request, most)
         scored = [
-            (i, e.score(*weights), e.reused_tokens) for i, e in enumerate(estimates) if e.worker_id in allowed
+            (i, e.score(*weights) + charge(i), e.reused_tokens)
+            for i, e in enumerate(estimates)
+            if e.worker_id in allowed
         ]
         home = next((e for e in estimates if e.worker_id == request.home and e.worker_id in allowed), None)
         cool = any(e.reused_tokens == most and e.worker_id in allowed for e in estimates)
@@ -66,6 +73,21 @@ class KvgatePolicy:
         """The part of the request's shared opening that some worker holds (``most``: the longest
         reuse any offers): what a choice of another worker copies."""
         return min(request.shared.tokens, most) if request.shared is not None else 0
+
+    def _session_charge(self, request: RouteRequest | GroupedRequest, most: int) -> Callable[[int], float]:
+        """Seconds charged to candidate ``i`` (a position in ``request.candidates``) when the
+        request opens a session (``most``, the longest reuse any worker offers, covers no more than
+        its shared opening): ``session_weight`` x the share of the worker's prefill capacity that new
+        content took lately, above the least any candidate took (so the charge moves choices, not
+        the near-tie window). Zero for every candidate otherwise (a follow-up, a caller that keeps
+        no intake record). O(candidates) when charged."""
+        weight, intake = self.config.session_weight, request.intake
+        opening = request.shared.tokens if request.shared is not None else 0
+        if not weight or intake is None or most > opening:
+            return _no_charge
+        rates = [intake(c.worker_id) for c in request.candidates]
+        least, per_token = min(rates), weight / self.config.prefill_tokens_per_s
+        return lambda i: per_token * (rates[i] - least)
 
     def _copy_weight(self, request: RouteRequest | GroupedRequest, holders: int) -> float:
         """The compute weight of copying the shared opening to one more worker: the copy serves that
@@ -106,15 +128,8 @@ class KvgatePolicy:
                 leads.append(
                     (allowed, tiers, part, cost, min(map(queue_s.__getitem__, allowed)), lead.reused_tokens)
                 )
-        best = min((part + q) + cost for _, _, part, cost, q, _ in leads)
-        reach = best + self._window(best) + 1e-6  # slack for float rounding; _pick tests exactly
-        scored: list[tuple[int, float, int]] = []
-        tiers_at: dict[int, str] = {}
-        for allowed, tiers, part, cost, q_min, reused in leads:
-            top = q_min + (reach - ((part + q_min) + cost))
-            near = [i for i in allowed if queue_s[i] <= top]
-            scored += [(i, (part + queue_s[i]) + cost, reused) for i in near]
-            tiers_at.update(dict.fromkeys(near, tiers))
+        charge = self._session_charge(request, held_by[0])
+        scored, tiers_at = self._near_members(request, leads, charge)
         chosen = self._pick(scored, request)
         home = None
         cleared = {i for allowed in guarded for i in allowed}
@@ -123,6 +138,30 @@ class KvgatePolicy:
             home = self._estimate(request, i, tiers, shared)
         chosen_estimate = self._estimate(request, chosen, tiers_at[chosen], shared)
         return self._decide(chosen_estimate, home, request, held_by, weights)
+
+    def _near_members(
+        self, request: GroupedRequest, leads: list[_Lead], charge: Callable[[int], float]
+    ) -> tuple[list[tuple[int, float, int]], dict[int, str]]:
+        """(position, score, reuse) of the allowed members that may fall within the near-tie
+        window, scored as :meth:`choose` scores them, and each one's tiers. Without a session
+        charge a member's score grows with its queue alone, so each cohort's members past the
+        window's reach are skipped; with one, every allowed member is scored (O(workers))."""
+        queue_s = request.queue_s
+        scored: list[tuple[int, float, int]] = []
+        tiers_at: dict[int, str] = {}
+        if charge is not _no_charge:
+            for allowed, tiers, part, cost, _, reused in leads:
+                scored += [(i, (part + queue_s[i]) + cost + charge(i), reused) for i in allowed]
+                tiers_at.update(dict.fromkeys(allowed, tiers))
+            return scored, tiers_at
+        best = min((part + q) + cost for _, _, part, cost, q, _ in leads)
+        reach = best + self._window(best) + 1e-6  # slack for float rounding; _pick tests exactly
+        for allowed, tiers, part, cost, q_min, reused in leads:
+            top = q_min + (reach - ((part + q_min) + cost))
+            near = [i for i in allowed if queue_s[i] <= top]
+            scored += [(i, (part + queue_s[i]) + cost, reused) for i in near]
+            tiers_at.update(dict.fromkeys(near, tiers))
+        return scored, tiers_at
 
     def _guarded(self, request: GroupedRequest, groups: list[tuple[list[int], str]]) -> list[list[int]]:
         """Each group's members that the hot-spot guard leaves, as :meth:`_not_hot` does: the cool
@@ -231,6 +270,10 @@ class KvgatePolicy:
         placed = share * (1 - reused / max(request.prompt_tokens, 1))
         handicap = ((1 - beta) * unit(request.request_key, i) + beta * placed) * window if away else 0.0
         return (round(score + handicap, 9), -reused, away, (i - request.request_key) % n)  # 9: TIE_S
+
+
+def _no_charge(_i: int) -> float:
+    return 0.0
 
 
 def _reason(reused: int, most: int, holder_allowed: bool, copied: bool = False) -> RouteReason:

@@ -51,6 +51,12 @@ class PlacedContent:
         took any)."""
         return self._sums.get(worker_id, 0.0) / self._top if self._top > 0 else 0.0
 
+    def rate(self, worker_id: WorkerId) -> float:
+        """Tokens per second the worker took lately: its decayed sum over the decay's mean life
+        (an exponentially weighted rate; 0.0 when it took none)."""
+        stored = self._sums.get(worker_id, 0.0)
+        return stored * self._rate * math.exp(-self._rate * (self._now() - self._base)) if stored else 0.0
+
     def forget(self, worker_id: WorkerId) -> None:
         if self._sums.pop(worker_id, None) is not None:
             self._top = max(self._sums.values(), default=0.0)

@@ -244,6 +244,7 @@ class Router:
             chunks,
             self._placed.share,
             shared,
+            self._placed.rate,
         )
 
     def _grouped(
@@ -257,7 +258,7 @@ class Router:
     ) -> GroupedRequest:
         return GroupedRequest(
             prompt_tokens, self._chunk_size, fleet.candidates, fleet.position, fleet.queue_s, lookup.cohorts,
-            next(self._seq), request_key, *home, self._placed.share, shared,
+            next(self._seq), request_key, *home, self._placed.share, shared, self._placed.rate,
         )  # fmt: skip
 
     def _shared(self, hashes: Sequence[ChunkHash], opening: int, fleet: Fleet) -> SharedPrefix | None:

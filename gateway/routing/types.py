@@ -62,7 +62,8 @@ class RouteRequest:
     near-ties only); ``chunks`` are the prompt's chunk hashes, for policies that keep a prefix record
     of their own (:class:`LearningPolicy`; empty where the caller has none); ``placed(worker)`` is the
     share of recent new content the worker took, relative to the most any took (0 to 1; None: not known);
-    ``shared`` is the prompt's shared opening (None: not known)."""
+    ``shared`` is the prompt's shared opening (None: not known); ``intake(worker)`` is the new content
+    (uncached prompt tokens) sent to the worker lately, per second (None: not known)."""
 
     prompt_tokens: TokenCount
     chunk_size: int
@@ -74,6 +75,7 @@ class RouteRequest:
     chunks: tuple[ChunkHash, ...] = ()
     placed: Callable[[WorkerId], float] | None = None
     shared: SharedPrefix | None = None
+    intake: Callable[[WorkerId], float] | None = None
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -145,6 +147,7 @@ class GroupedRequest:
     home_pinned: bool = True
     placed: Callable[[WorkerId], float] | None = None
     shared: SharedPrefix | None = None
+    intake: Callable[[WorkerId], float] | None = None
 
 
 @runtime_checkable

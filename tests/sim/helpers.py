@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kvgate.gateway.routing import get_policy
+from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.sim import SimSettings, TraceRequest, Workload
 from kvgate.sim.engine import ClusterSim
 from kvgate.sim.results import PolicyResult, RequestRecord
@@ -26,10 +27,11 @@ def workload(*requests: TraceRequest) -> Workload:
 
 
 def replay(
-    policy: str, requests: Sequence[TraceRequest], settings: SimSettings
+    policy: str, requests: Sequence[TraceRequest], settings: SimSettings, config: RoutingConfig | None = None
 ) -> tuple[PolicyResult, list[RequestRecord]]:
-    """``policy`` over ``requests``: the summary and every request's record, in arrival order."""
-    sim = ClusterSim(workload(*requests), settings, get_policy(policy), get_policy("least_loaded"))
+    """``policy`` (with ``config``, default the defaults) over ``requests``: the summary and every
+    request's record, in arrival order."""
+    sim = ClusterSim(workload(*requests), settings, get_policy(policy, config), get_policy("least_loaded"))
     result = asyncio.run(sim.run())
     return result, sim.records
 

@@ -8,6 +8,7 @@ from collections import Counter
 
 import pytest
 
+from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.sim import SimSettings
 from tests.sim.helpers import BLOCK, replay, req
 
@@ -93,11 +94,16 @@ def _distinct_burst() -> list:
 def test_admissions_let_every_gateway_see_the_queues_the_others_fill(seed: int) -> None:
     """Four gateways, four workers: each worker announces every request it takes in, so a gateway
     sees within the event delay the queue that another one just filled and the burst spreads evenly
-    (without admissions each gateway learns of the others' requests only at the next load report)."""
+    (without admissions each gateway learns of the others' requests only at the next load report).
+    The contrast runs without the session charge, which spreads each gateway's own new prompts by
+    what that gateway sent and would blur what admissions add."""
     settings = SimSettings(workers=4, capacity_tokens=10_000_000, gateways=4, event_delay_s=0.005, seed=seed)
     _, records = replay("kvgate", _distinct_burst(), settings)
     assert sorted(Counter(r.worker for r in records).values()) == [4, 4, 4, 4]
+    uncharged = RoutingConfig(session_weight=0.0)
+    _, spread = replay("kvgate", _distinct_burst(), settings, uncharged)
+    assert sorted(Counter(r.worker for r in spread).values()) == [4, 4, 4, 4]
     silent = dataclasses.replace(settings, admissions=False)
-    _, herded = replay("kvgate", _distinct_burst(), silent)
+    _, herded = replay("kvgate", _distinct_burst(), silent, uncharged)
     assert max(Counter(r.worker for r in herded).values()) > 4
     assert max(r.ttft_s for r in herded) > max(r.ttft_s for r in records)

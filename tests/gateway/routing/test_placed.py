@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from kvgate.gateway.routing import RouteRequest, get_policy
@@ -41,6 +43,18 @@ def test_shares_survive_rebasing_after_a_long_run() -> None:
     clock.now += 1
     placed.add(B, 100)
     assert shares(placed, A, B) == pytest.approx((50 / 150, 1.0))  # A: 50 left; B: 50 + 100
+
+
+def test_rates_are_the_decayed_sums_over_the_decay_s_mean_life() -> None:
+    clock = FakeMonotonic(5.0)
+    placed = PlacedContent(half_life_s=10, monotonic=clock)
+    assert placed.rate(A) == 0.0
+    placed.add(A, 1000)
+    assert placed.rate(A) == pytest.approx(1000 * math.log(2) / 10)
+    clock.now += 10
+    assert placed.rate(A) == pytest.approx(500 * math.log(2) / 10)  # half of it left
+    placed.add(B, 1000)
+    assert placed.rate(B) == pytest.approx(2 * placed.rate(A))
 
 
 @pytest.mark.parametrize("key", range(8))
