@@ -87,7 +87,7 @@ class KvgatePolicy:
             return _no_charge
         rates = [intake(c.worker_id) for c in request.candidates]
         least, per_token = min(rates), weight / self.config.prefill_tokens_per_s
-        return lambda i: per_token * (rates[i] - least)
+        return [per_token * (rate - least) for rate in rates].__getitem__
 
     def _copy_weight(self, request: RouteRequest | GroupedRequest, holders: int) -> float:
         """The compute weight of copying the shared opening to one more worker: the copy serves that
