@@ -44,7 +44,9 @@ class RoutingConfig:
     workers from 1.12-1.59 to 1.04-1.12 on conversations, 1.38-1.91 to 1.09-1.40 on agents and
     1.13-1.50 to 1.09-1.28 on documents, and the agents' TTFT p99 from 0.80-4.63 s to 0.73-1.35 s,
     for 0.0003-0.0012 of hit rate (the copies of shared openings that spreading takes; the synthetic
-    trace moves by its seed-to-seed spread, +-0.008).
+    trace moves by its seed-to-seed spread, +-0.008). The charge does not weigh an opening's
+    footprint yet: with 300k-token caches, spreading the readers of 20k-60k-token documents copies
+    them, and 8 workers lost 0.04 of hit rate there (docs/BENCHMARKS.md section 1).
 
     Hot prefixes: copying an opening that many prompts share (see :class:`.types.SharedPrefix`) to
     one more worker serves that worker's share of its future requests, so the copy's compute
