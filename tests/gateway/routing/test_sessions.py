@@ -1,5 +1,6 @@
 """New sessions spread by the new content each worker took lately (``session_weight`` x the share of
-its prefill capacity that took); their follow-ups are never charged and stay where their content is."""
+its prefill capacity that new content took); their follow-ups are never charged and stay where their
+content is."""
 
 from __future__ import annotations
 
@@ -27,8 +28,6 @@ from tests.index.helpers import info
 
 A, B = WorkerId("a"), WorkerId("b")
 OPENING = SharedPrefix(8 * CHUNK, 0.0)  # a system prompt that conversations have branched from
-
-
 PREFILL = RoutingConfig().prefill_tokens_per_s
 
 
