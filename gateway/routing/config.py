@@ -39,8 +39,9 @@ class RoutingConfig:
     over the workers that took the least instead of piling onto the holder of a popular opening.
     Follow-ups are never charged (their own content is held), and an idle cluster hardly charges at
     all. Each gateway replica counts only what it sent, so with N replicas the charge is about 1/N as
-    strong. 0 turns it off. Measured at 0, 5, 10 and 20 over the four trace shapes at 8 workers
-    (seeds 0-4) and 64 / 256 workers (``bench/sim_policies.py``): 20 brought the imbalance of 8
+    strong. 0 turns it off. Measured at 0, 10 and 20 over the four trace shapes at 8 workers (seeds
+    0-4; 5 in an earlier form of the charge), and 20 at 64 / 256 workers (``bench/sim_policies.py``,
+    docs/BENCHMARKS.md section 1): 20 brought the imbalance of 8
     workers from 1.12-1.59 to 1.04-1.12 on conversations, 1.38-1.91 to 1.09-1.40 on agents and
     1.13-1.50 to 1.09-1.28 on documents, and the agents' TTFT p99 from 0.80-4.63 s to 0.73-1.35 s,
     for 0.0003-0.0012 of hit rate (the copies of shared openings that spreading takes; the synthetic
