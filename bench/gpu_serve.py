@@ -59,7 +59,7 @@ from kvgate.workers.service import WorkerConfig
 
 FULL = ServeSizes((2048, 8192, 32768), (1, 8, 32, 64), decode_prompt=128, new_tokens=128, runs=3)
 # the tiny test model's context is 512 tokens: the 1024-token case is skipped, as 32k is with SmolLM2
-SMOKE = ServeSizes((32, 96, 1024), (1, 4), decode_prompt=16, new_tokens=8, runs=1, gpu_blocks=128)
+SMOKE = ServeSizes((32, 96, 1024), (1, 4), decode_prompt=16, new_tokens=16, runs=1, gpu_blocks=128)
 
 
 def worker_config(args: argparse.Namespace, sizes: ServeSizes) -> WorkerConfig:

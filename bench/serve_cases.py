@@ -15,7 +15,7 @@ import torch
 
 from bench.engine_side import CACHE, random_ids
 from bench.hf_side import hf_cached_ttft_s, hf_decode, hf_prefill_s, hf_prefix_cache
-from bench.serve_worker import WorkerClient, steady_decode
+from bench.serve_worker import NoSteadyWindowError, WorkerClient, steady_decode
 
 
 @dataclass(frozen=True)
@@ -111,6 +111,19 @@ def _hf_ttft(bench: Bench, doc: np.ndarray, cold: np.ndarray, warm: np.ndarray) 
     return cold_s, hf_cached_ttft_s(bench.hf, cache, bench.on_device(warm))
 
 
+async def worker_decode(client: WorkerClient, prompts: list[np.ndarray], new_tokens: int,
+                         tries: int = 3) -> float:
+    """The worker's steady decode tokens/s over ``prompts`` sent at once. A run whose streams never all
+    decoded together (on a busy host the first can finish before the last is admitted) has no steady
+    window: it is run again, up to ``tries`` times, and NoSteadyWindowError follows the last."""
+    for attempt in range(1, tries):
+        try:
+            return steady_decode(await client.batch(prompts, new_tokens)).rate
+        except NoSteadyWindowError as error:
+            log(f"decode batch {len(prompts)}: {error}; run again ({attempt}/{tries - 1})")
+    return steady_decode(await client.batch(prompts, new_tokens)).rate
+
+
 async def decode_case(bench: Bench, client: WorkerClient, batch: int) -> dict[str, Any]:
     """Decode tokens/s at ``batch`` on both sides (see the module docstring)."""
     sizes = bench.sizes
@@ -124,7 +137,7 @@ async def decode_case(bench: Bench, client: WorkerClient, batch: int) -> dict[st
         prompts = [bench.prompt(sizes.decode_prompt) for _ in range(batch)]
         for side in ("worker", "hf") if run % 2 == 0 else ("hf", "worker"):
             if side == "worker":
-                worker.append(steady_decode(await client.batch(prompts, sizes.new_tokens)).rate)
+                worker.append(await worker_decode(client, prompts, sizes.new_tokens))
             else:
                 hf.append(hf_decode(bench.hf, bench.on_device(*prompts), sizes.new_tokens).rate)
         log(f"decode batch {batch} round {run + 1}: worker {worker[-1]:.1f}, hf {hf[-1]:.1f} tokens/s")

@@ -137,15 +137,19 @@ class WorkerClient:
         return list(await asyncio.gather(*(self.generate(p, max_tokens) for p in prompts)))
 
 
+class NoSteadyWindowError(RuntimeError):
+    """The streams of a decode run never all decoded at once (see ``steady_decode``)."""
+
+
 def steady_decode(streams: Sequence[StreamTiming]) -> DecodeRun:
     """Tokens/s while every stream is decoding: the tokens that arrive after the last stream's first
     token and no later than the first stream's last token, over that window. In lockstep decoding it
     counts each step's tokens once the step is complete at the client, so it may miss at most one token
     per stream (a bias against the worker below 1 / new tokens); streams that ran one after another
-    (no overlap) leave no window, and RuntimeError says so."""
+    (no overlap) leave no window, and NoSteadyWindowError says so."""
     start = max(s.arrivals[0][0] for s in streams)
     end = min(s.arrivals[-1][0] for s in streams)
     if end <= start:
-        raise RuntimeError("the streams never all decoded at once: no steady window to measure")
+        raise NoSteadyWindowError("the streams never all decoded at once: no steady window to measure")
     tokens = sum(n for s in streams for t, n in s.arrivals if start < t <= end)
     return DecodeRun(tokens, end - start)

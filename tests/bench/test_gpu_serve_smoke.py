@@ -5,6 +5,7 @@ without CUDA the script refuses to run."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 import pytest
 import torch
 
-from bench.serve_worker import StreamTiming, steady_decode
+from bench.serve_cases import worker_decode
+from bench.serve_worker import NoSteadyWindowError, StreamTiming, steady_decode
 from tests.bench.scripts import positive, run_script
 
 
@@ -83,5 +85,34 @@ def test_steady_decode_counts_the_window_where_every_stream_decodes() -> None:
 
 
 def test_steady_decode_refuses_streams_that_never_overlap() -> None:
-    with pytest.raises(RuntimeError, match="never all decoded at once"):
+    with pytest.raises(NoSteadyWindowError, match="never all decoded at once"):
         steady_decode([_stream(1.0, 0.1, 5), _stream(2.0, 0.1, 5)])
+
+
+class _Runs:
+    """A client whose successive batches are ``runs`` (each a list of streams), counting the calls."""
+
+    def __init__(self, runs: list[list[StreamTiming]]) -> None:
+        self.runs, self.calls = runs, 0
+
+    async def batch(self, prompts: object, max_tokens: int) -> list[StreamTiming]:
+        self.calls += 1
+        return self.runs.pop(0)
+
+
+_APART = [_stream(1.0, 0.1, 5), _stream(2.0, 0.1, 5)]
+_TOGETHER = [_stream(1.0, 0.1, 10), _stream(1.001, 0.1, 10)]
+
+
+def test_a_decode_run_without_a_steady_window_is_run_again() -> None:
+    client = _Runs([_APART, _TOGETHER])
+    rate = asyncio.run(worker_decode(client, [], 10))  # type: ignore[arg-type]
+    assert client.calls == 2
+    assert rate == pytest.approx(17 / 0.899)
+
+
+def test_decode_runs_that_never_overlap_fail_after_the_last_try() -> None:
+    client = _Runs([_APART, _APART, _APART, _TOGETHER])
+    with pytest.raises(NoSteadyWindowError):
+        asyncio.run(worker_decode(client, [], 10, tries=3))  # type: ignore[arg-type]
+    assert client.calls == 3
