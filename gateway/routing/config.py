@@ -16,10 +16,13 @@ class RoutingConfig:
     skipped while a cool worker would answer sooner (a hot worker computing the prompt's prefix right now
     is still waited for when that is the sooner answer). A choice is scored by its TTFT plus
     ``compute_weight`` x the prefill seconds it adds to the cluster: recomputing a prefix that is cached
-    elsewhere is not free even when that worker is idle. The default 2 counts it twice: the compute delays
-    the requests behind it, and the second copy takes cache room that evicts another prefix (measured over
-    four trace shapes and three seeds, ``bench/sim_policies.py``: 1 loses hit rate to needless copies, 3
-    lengthens the tail of agent traces). Defaults are for an H100-class GPU serving a 7-8B model.
+    elsewhere is not free even when that worker is idle. The default 3 counts it three times: the compute
+    delays the requests behind it, and the second copy takes cache room that evicts another prefix
+    (measured over four trace shapes, seeds 0-4, ``bench/sim_policies.py``: 1 loses hit rate to needless
+    copies; 3 against 2, with the session charge weighing the opening's footprint, kept the hit rate of
+    8 workers over 1M-token caches and raised it over 300k-token caches: documents, seed 0, 0.853 ->
+    0.888). Defaults are for an H100-class GPU serving a 7-8B
+    model.
 
     Near-ties: choices scored within ``near_tie_ratio`` x the best score plus ``near_tie_s`` of it
     are ranked with a handicap of up to that window (the home worker none), so gateway replicas
@@ -34,20 +37,21 @@ class RoutingConfig:
     -- a conversation, an agent's task, a reader's questions -- whose follow-ups will go where it is
     computed. Such a choice is charged ``session_weight`` seconds x the share of the worker's prefill
     capacity (``prefill_tokens_per_s``) that new content this router sent there took lately (a rate
-    decayed with ``placement_half_life_s``), above the least any candidate took: the work a worker's
-    recent sessions will bring back, anticipated before it shows as queue, so new sessions spread
-    over the workers that took the least instead of piling onto the holder of a popular opening.
-    Follow-ups are never charged (their own content is held), and an idle cluster hardly charges at
-    all. Each gateway replica counts only what it sent, so with N replicas the charge is about 1/N as
-    strong. 0 turns it off. Measured at 0, 10 and 20 over the four trace shapes at 8 workers (seeds
-    0-4; 5 in an earlier form of the charge), and 20 at 64 / 256 workers (``bench/sim_policies.py``,
-    docs/BENCHMARKS.md section 1): 20 brought the imbalance of 8
-    workers from 1.12-1.59 to 1.04-1.12 on conversations, 1.38-1.91 to 1.09-1.40 on agents and
-    1.13-1.50 to 1.09-1.28 on documents, and the agents' TTFT p99 from 0.80-4.63 s to 0.73-1.35 s,
-    for 0.0003-0.0012 of hit rate (the copies of shared openings that spreading takes; the synthetic
-    trace moves by its seed-to-seed spread, +-0.008). The charge does not weigh an opening's
-    footprint yet: with 300k-token caches, spreading the readers of 20k-60k-token documents copies
-    them, and 8 workers lost 0.04 of hit rate there (docs/BENCHMARKS.md section 1).
+    decayed with ``placement_half_life_s``), above the least any candidate took, x the opening's
+    worth (:class:`.types.SharedPrefix`: spreading a session copies its opening, and an opening that
+    fills a tenth of a worker's GPU tier evicts as much as spreading gains, so it is not charged):
+    the work a worker's recent sessions will bring back, anticipated before it shows as queue, so new
+    sessions spread over the workers that took the least instead of piling onto the holder of a
+    popular opening. Follow-ups are never charged (their own content is held), and an idle cluster
+    hardly charges at all. Each gateway replica counts only what it sent, so with N replicas the
+    charge is about 1/N as strong. 0 turns it off. Measured at 0, 10, 20, 30 and 40 over the four
+    trace shapes at 8 workers (seeds 0-4), and 30 at 64 / 256 workers (``bench/sim_policies.py``,
+    docs/BENCHMARKS.md section 1): the charge (30, compute weight 3) brought the imbalance of 8
+    workers from 1.12-1.59 (no charge, compute weight 2) to 1.05-1.08 on conversations, 1.38-1.91
+    to 1.07-1.61 on agents and 1.13-1.50 to 1.05-1.31 on documents, and the agents' TTFT p99 from
+    0.80-4.63 s to 0.77-1.23 s, for up to 0.0012 of hit rate (the copies of shared openings that
+    spreading takes). 30 with a compute weight of 3 balanced as 20 did with 2, for more hit rate
+    where caches are small.
 
     Hot prefixes: copying an opening that many prompts share (see :class:`.types.SharedPrefix`) to
     one more worker serves that worker's share of its future requests, so the copy's compute
@@ -66,7 +70,7 @@ class RoutingConfig:
     """
 
     prefill_tokens_per_s: float = 10_000.0
-    compute_weight: float = 2.0
+    compute_weight: float = 3.0
     swap_in_cost_ratio: float = 0.1
     decode_step_s: float = 0.002
     kv_pressure_threshold: float = 0.9
@@ -77,7 +81,7 @@ class RoutingConfig:
     near_tie_s: float = 0.0
     placement_weight: float = 0.5
     placement_half_life_s: float = 60.0
-    session_weight: float = 20.0
+    session_weight: float = 30.0
     copy_amortisation: float = 0.05
     cache_threshold: float = 0.5
     balance_abs_threshold: int = 32

@@ -79,10 +79,13 @@ class KvgatePolicy:
         request opens a session (``most``, the longest reuse any worker offers, covers no more than
         its shared opening): ``session_weight`` x the share of the worker's prefill capacity that new
         content took lately, above the least any candidate took (so the charge moves choices, not
-        the near-tie window). Zero for every candidate otherwise (a follow-up, a caller that keeps
-        no intake record). O(candidates) when charged."""
-        weight, intake = self.config.session_weight, request.intake
-        opening = request.shared.tokens if request.shared is not None else 0
+        the near-tie window), times the shared opening's ``worth`` (moving a session copies the
+        opening: one that fills much of a cache evicts more than spreading gains). Zero for every
+        candidate otherwise (a follow-up, a caller that keeps no intake record). O(candidates)
+        when charged."""
+        shared = request.shared
+        opening, worth = (shared.tokens, shared.worth) if shared is not None else (0, 1.0)
+        weight, intake = self.config.session_weight * worth, request.intake
         if not weight or intake is None or most > opening:
             return _no_charge
         rates = [intake(c.worker_id) for c in request.candidates]

@@ -271,8 +271,8 @@ class Router:
         tokens = opening * self._chunk_size
         room = fleet.mean_gpu_blocks * self._block_tokens
         footprint = tokens / room if room > 0 else 1.0
-        uses = self._demand.uses(hashes[opening - 1]) * max(0.0, 1.0 - _FOOTPRINT_SCALE * footprint)
-        return SharedPrefix(tokens, uses)
+        worth = max(0.0, 1.0 - _FOOTPRINT_SCALE * footprint)
+        return SharedPrefix(tokens, self._demand.uses(hashes[opening - 1]) * worth, worth)
 
     def _home(
         self, hashes: Sequence[ChunkHash], fleet: Fleet, cache_key: str | None, own: int

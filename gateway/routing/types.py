@@ -47,10 +47,13 @@ class Candidate:
 class SharedPrefix:
     """The opening of a prompt that other prompts share (up to where the prompts the router saw
     part ways): ``tokens`` long, and ``uses`` -- how many requests went through it lately (decayed):
-    a copy of it on another worker serves that worker's share of them."""
+    a copy of it on another worker serves that worker's share of them. ``worth``: what is left of a
+    copy's worth once the cache room it takes is counted (1.0 for a small opening, 0.0 for one of a
+    tenth of a worker's GPU tier or more): ``uses`` is already discounted by it."""
 
     tokens: TokenCount
     uses: float
+    worth: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,8 +115,9 @@ ROWS = [
     ),
     Row(
         "kvgate/hot-spot-skipped",
-        "kvgate",  # a full match, but a 12 s queue: over the 10 s floor and 2x the mean, hot
-        (cand("a", "G" * 16, waiting=120_000), cand("b", waiting=500), cand("c", waiting=800)),
+        "kvgate",  # a full match, but a 12 s queue: over the 10 s floor and 2x the mean, hot; b is
+        # the coolest by more than the near-tie window
+        (cand("a", "G" * 16, waiting=120_000), cand("b", waiting=500), cand("c", waiting=5_000)),
         "b",
         RouteReason.HOT_PREFIX,
         0,

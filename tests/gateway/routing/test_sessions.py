@@ -21,9 +21,11 @@ from kvgate.index import PrefixIndex
 from kvgate.proto.events import EventBatch, KVEvent
 from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.ids import SeqNo, Tier, WorkerId
+from kvgate.proto.units import BlockCount
+from kvgate.proto.workers import WorkerLoad
 from tests.gateway.routing.test_grouped_choice import _case
 from tests.gateway.routing.test_policies import CHUNK, cand
-from tests.gateway.routing.test_router import ROOT, index, prompt  # noqa: F401 (index: a fixture)
+from tests.gateway.routing.test_router import ROOT, WORKERS, index, prompt  # noqa: F401 (index: a fixture)
 from tests.index.helpers import info
 
 A, B = WorkerId("a"), WorkerId("b")
@@ -54,6 +56,16 @@ def test_the_charge_follows_the_share_not_the_mere_presence_of_new_content() -> 
     # costs (0.13 s of prefill, weighted); and a worker that took little is not worth leaving either
     assert get_policy("kvgate").choose(new_session("G" * 8, {A: 0.5, B: 0.49})).worker_id == "a"
     assert get_policy("kvgate").choose(new_session("G" * 8, {A: 0.01, B: 0.0})).worker_id == "a"
+
+
+def test_an_opening_that_fills_much_of_a_cache_is_not_worth_spreading_sessions_over() -> None:
+    # the same new session as above, but its opening is worth nothing once the cache room a copy
+    # takes is counted (a long document on small caches): spreading it would evict more than it gains
+    session = new_session("G" * 8, {A: 0.5, B: 0.0})
+    request = dataclasses.replace(session, shared=SharedPrefix(8 * CHUNK, 0.0, 0.0))
+    assert get_policy("kvgate").choose(request).worker_id == "a"
+    halved = dataclasses.replace(request, shared=SharedPrefix(8 * CHUNK, 0.0, 0.5))
+    assert get_policy("kvgate").choose(halved).worker_id == "b"
 
 
 def test_a_follow_up_is_not_charged() -> None:
@@ -111,6 +123,9 @@ async def _open_conversations(
     """Where each of 12 conversations over system prompt ``seed`` opened; asserts its second turn
     went there too."""
     router = Router(prefix_index, policy, get_policy("least_loaded"), CHUNK, 2, SystemClock())
+    for worker in WORKERS:  # each reports a GPU tier of 1M tokens: the system prompt is a small part
+        room = WorkerLoad(gpu_blocks_total=BlockCount(65_536), gpu_blocks_free=BlockCount(65_536))
+        assert await prefix_index.heartbeat(worker, info(worker).epoch, room)
     workers = await prefix_index.workers()
     system = prompt(seed, 8 * CHUNK)
 
