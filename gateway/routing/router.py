@@ -265,7 +265,9 @@ class Router:
         """The prompt's shared opening (its first ``opening`` chunks, where prompts seen branched)
         and the uses a copy of it would serve: the requests that went through it lately, discounted
         by its footprint -- a copy takes cache room that held other content, nothing is gained by
-        copying an opening of a tenth of a worker's cache or more. None when it shares none."""
+        copying an opening of a tenth of a worker's cache or more -- and that footprint's ``worth``
+        (0 while no candidate has reported its GPU tier: nothing is copied for demand or sessions
+        on a guess). None when it shares none."""
         if not opening:
             return None
         tokens = opening * self._chunk_size

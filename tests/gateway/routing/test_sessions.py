@@ -110,21 +110,27 @@ async def test_new_conversations_over_one_system_prompt_spread_and_their_turns_s
     its own and reported held by its worker once computed: with the charge the system prompt's
     holder soon counts as busy and they open on several workers, and every second turn goes back
     to its own; without it, all of them stay on the system prompt's first holder."""
-    seq: Counter[WorkerId] = Counter()  # each worker's event stream, across both runs
+    seq: Counter[WorkerId] = Counter()  # each worker's event stream, across the runs
     starts = await _open_conversations(index, KvgatePolicy(), 0, seq)
     assert len(set(starts.values())) >= 3, starts
     piled = await _open_conversations(index, KvgatePolicy(RoutingConfig(session_weight=0.0)), 1, seq)
     assert len(set(piled.values())) == 1, piled
+    # workers that have not reported their GPU tier: the opening's footprint is unknown, nothing
+    # is copied on a guess
+    unknown = await _open_conversations(index, KvgatePolicy(), 2, seq, gpu_blocks=0)
+    assert len(set(unknown.values())) == 1, unknown
 
 
 async def _open_conversations(
-    prefix_index: PrefixIndex, policy: KvgatePolicy, seed: int, seq: Counter[WorkerId]
-) -> dict[int, WorkerId]:
-    """Where each of 12 conversations over system prompt ``seed`` opened; asserts its second turn
-    went there too."""
+    prefix_index: PrefixIndex, policy: KvgatePolicy, seed: int, seq: Counter[WorkerId],
+    gpu_blocks: int = 65_536,
+) -> dict[int, WorkerId]:  # fmt: skip
+    """Where each of 12 conversations over system prompt ``seed`` opened, every worker reporting a
+    GPU tier of ``gpu_blocks`` (by default 1M tokens: the system prompt is a small part of it);
+    asserts each second turn went there too."""
     router = Router(prefix_index, policy, get_policy("least_loaded"), CHUNK, 2, SystemClock())
-    for worker in WORKERS:  # each reports a GPU tier of 1M tokens: the system prompt is a small part
-        room = WorkerLoad(gpu_blocks_total=BlockCount(65_536), gpu_blocks_free=BlockCount(65_536))
+    for worker in WORKERS:
+        room = WorkerLoad(gpu_blocks_total=BlockCount(gpu_blocks), gpu_blocks_free=BlockCount(gpu_blocks))
         assert await prefix_index.heartbeat(worker, info(worker).epoch, room)
     workers = await prefix_index.workers()
     system = prompt(seed, 8 * CHUNK)
