@@ -21,8 +21,8 @@ class RoutingConfig:
     (measured over four trace shapes, seeds 0-4, ``bench/sim_policies.py``: 1 loses hit rate to needless
     copies; 3 against 2, with the session charge weighing the opening's footprint, kept the hit rate of
     8 workers over 1M-token caches and raised it over 300k-token caches: documents, seed 0, 0.853 ->
-    0.888). Defaults are for an H100-class GPU serving a 7-8B
-    model.
+    0.887; the cost: follow-ups wait longer on a busy holder, agents at 64 workers p99 3.65 -> 4.42
+    s). Defaults are for an H100-class GPU serving a 7-8B model.
 
     Near-ties: choices scored within ``near_tie_ratio`` x the best score plus ``near_tie_s`` of it
     are ranked with a handicap of up to that window (the home worker none), so gateway replicas
