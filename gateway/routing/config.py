@@ -44,8 +44,9 @@ class RoutingConfig:
     sessions spread over the workers that took the least instead of piling onto the holder of a
     popular opening. Follow-ups are never charged (their own content is held), and an idle cluster
     hardly charges at all. Each gateway replica counts only what it sent, so with N replicas the
-    charge is about 1/N as strong. 0 turns it off. Measured at 0, 10, 20, 30 and 40 over the four
-    trace shapes at 8 workers (seeds 0-4), and 30 at 64 / 256 workers (``bench/sim_policies.py``,
+    charge is about 1/N as strong. 0 turns it off. Measured at 0, 10 and 20 (compute weight 2) and
+    30 (compute weight 3) over the four trace shapes at 8 workers, seeds 0-4 (40 on seeds 0-2
+    balanced no better than 30), and 30 at 64 / 256 workers (``bench/sim_policies.py``,
     docs/BENCHMARKS.md section 1): the charge (30, compute weight 3) brought the imbalance of 8
     workers from 1.12-1.59 (no charge, compute weight 2) to 1.05-1.08 on conversations, 1.38-1.91
     to 1.07-1.61 on agents and 1.13-1.50 to 1.05-1.31 on documents, and the agents' TTFT p99 from
