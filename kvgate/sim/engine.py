@@ -51,6 +51,7 @@ from kvgate.index import IndexSettings, MemoryPrefixIndex, WorkerStatus
 from kvgate.proto.events import Admission, EventBatch
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.workers import WorkerLoad
+from kvgate.sim.reference import unlimited_reuse
 from kvgate.sim.results import PolicyResult, RequestRecord, summarize
 from kvgate.sim.settings import SimSettings
 from kvgate.sim.timing import TimeModel
@@ -157,6 +158,7 @@ class ClusterSim:
             [w.computed_tokens for w in self._workers],
             [w.cache.counters for w in self._workers],
             time.perf_counter() - began,
+            [u for u, r in zip(unlimited_reuse(self._workload), self._records, strict=True) if r is not None],
         )
 
     @property

@@ -17,17 +17,23 @@ from kvgate.sim.settings import SimSettings
 from kvgate.sim.workload import Workload
 
 
-def unlimited_hit_rate(workload: Workload) -> float:
-    """Token-weighted prefix hit rate of one cache that keeps every chunk forever."""
+def unlimited_reuse(workload: Workload) -> list[int]:
+    """Per request, in the workload's order: the prompt tokens one cache that keeps every chunk
+    forever would reuse (its leading chunks seen before, capped at the prompt length)."""
     seen: set[ChunkHash] = set()
-    cached = 0
+    reuse: list[int] = []
     for request, chain in zip(workload.requests, workload.hashes, strict=True):
         held = 0
         while held < len(chain) and chain[held] in seen:
             held += 1
-        cached += min(held * workload.chunk_size, request.input_length)
+        reuse.append(min(held * workload.chunk_size, request.input_length))
         seen.update(chain)
-    return cached / workload.prompt_tokens
+    return reuse
+
+
+def unlimited_hit_rate(workload: Workload) -> float:
+    """Token-weighted prefix hit rate of one cache that keeps every chunk forever."""
+    return sum(unlimited_reuse(workload)) / workload.prompt_tokens
 
 
 def pooled_hit_rate(workload: Workload, settings: SimSettings) -> float:

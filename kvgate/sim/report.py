@@ -29,4 +29,16 @@ def format_table(report: SimReport) -> str:
             f"{name:<20}{r.hit_rate:>9.3f}{ratio:>9.3f}{r.imbalance:>10.3f}{r.ttft_p50_s:>10.3f}"
             f"{r.ttft_p99_s:>10.3f}{r.queue_p99_s:>10.3f}{r.prediction_error:>9.3f}{r.wall_s:>8.1f}"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, *_losses(report)])
+
+
+def _losses(report: SimReport) -> list[str]:
+    """Where each policy's hit rate went against the unlimited cache, by decision reason."""
+    rows = [
+        f"{name:<20}" + ", ".join(f"{reason} {share:.4f}" for reason, share in r.lost_by_reason.items())
+        for name, r in report.policies.items()
+        if r.lost_by_reason
+    ]
+    if not rows:
+        return []
+    return ["", "lost against the unlimited cache, by reason (share of prompt tokens):", *rows]

@@ -34,7 +34,10 @@ class PolicyResult:
     ``imbalance`` is max over mean of the tokens each worker prefilled (1.0 = perfectly even);
     ``prediction_error`` is sum |predicted - actual cached| over prompt tokens;
     ``ttft_estimate_bias_s`` is the mean of (the policy's TTFT estimate - the simulated TTFT), None for
-    policies that do not estimate."""
+    policies that do not estimate. ``lost_by_reason``: where the hit rate went -- per decision reason,
+    the prompt tokens that one cache keeping every chunk forever would have reused and the chosen
+    worker did not, over all prompt tokens (a request queued behind a later arrival may reuse more
+    than that cache; such gains are not netted, so the shares add up to at least unlimited - hit)."""
 
     hit_rate: float
     imbalance: float
@@ -49,6 +52,7 @@ class PolicyResult:
     evictions: dict[str, int]
     worker_prefill_tokens: list[int] = field(default_factory=list)
     wall_s: float = 0.0
+    lost_by_reason: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,8 +63,11 @@ def summarize(
     worker_prefill_tokens: Sequence[int],
     counters: Sequence[CacheCounters],
     wall_s: float,
+    unlimited: Sequence[int] = (),
 ) -> PolicyResult:
-    """The policy's numbers from its request records (non-empty) and its workers' totals."""
+    """The policy's numbers from its request records (non-empty, in the workload's order) and its
+    workers' totals; ``unlimited``: each request's reuse in the unlimited cache
+    (:func:`.reference.unlimited_reuse`), for ``lost_by_reason`` (empty without it)."""
     prompt = sum(r.prompt_tokens for r in records)
     ttft = np.array([r.ttft_s for r in records])
     queue = np.array([r.queue_s for r in records])
@@ -78,7 +85,25 @@ def summarize(
         evictions=_eviction_totals(counters),
         worker_prefill_tokens=list(worker_prefill_tokens),
         wall_s=wall_s,
+        lost_by_reason=lost_by_reason(records, unlimited, prompt),
     )
+
+
+def lost_by_reason(
+    records: Sequence[RequestRecord], unlimited: Sequence[int], prompt: int
+) -> dict[str, float]:
+    """Per reason, the tokens of ``unlimited`` (one per record, same order) that the record did not
+    reuse, over ``prompt`` tokens; reasons that lost nothing are left out, and so is everything when
+    ``unlimited`` is empty. ValueError when it is not one per record."""
+    if not unlimited:
+        return {}
+    if len(unlimited) != len(records):
+        raise ValueError(f"{len(unlimited)} unlimited-cache figures for {len(records)} requests")
+    lost: Counter[str] = Counter()
+    for record, reuse in zip(records, unlimited, strict=True):
+        if reuse > record.cached_tokens:
+            lost[record.reason] += reuse - record.cached_tokens
+    return {reason: tokens / prompt for reason, tokens in lost.most_common()}
 
 
 def imbalance(per_worker: Sequence[int]) -> float:

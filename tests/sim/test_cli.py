@@ -53,6 +53,9 @@ def test_the_table_lists_the_references_and_each_policy(trace: Path, capsys: pyt
     for label in ("unlimited cache", "pooled LRU", "kvgate", "round_robin"):
         assert label in table
     assert "least_loaded" not in table
+    # round robin spreads prompts that share blocks 1 and 2: what that lost, under its reason
+    losses = table.split("lost against the unlimited cache, by reason (share of prompt tokens):\n")[1]
+    assert losses.splitlines()[-1].startswith("round_robin         load_balanced 0.")
 
 
 @pytest.mark.parametrize(

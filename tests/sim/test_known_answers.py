@@ -7,6 +7,7 @@ import pytest
 
 from kvgate.sim import SimSettings
 from kvgate.sim.reference import pooled_hit_rate, unlimited_hit_rate
+from kvgate.sim.results import RequestRecord, lost_by_reason
 from tests.sim.helpers import BLOCK, cached, replay, req, workload
 
 BIG = SimSettings(workers=4, capacity_tokens=10_000_000)
@@ -41,6 +42,31 @@ def test_unlimited_and_pooled_references_on_a_hand_made_trace() -> None:
     # 12 chunks pooled (2 workers x 768 tokens): [1,2,4] pushes out block 3 and [5] block 4's tail.
     small = SimSettings(workers=2, capacity_tokens=768)
     assert pooled_hit_rate(wl, small) == pytest.approx((1024 + 1024) / (1536 + 1536 + 300 + 1500))
+
+
+def test_the_hit_rate_lost_against_the_unlimited_cache_is_told_by_the_decision_reason() -> None:
+    # round robin sends the second request to another worker: its 3 shared blocks are lost, under
+    # that decision's reason; kvgate keeps the two together and loses nothing
+    first, second = req(0, [1, 2, 3, 100]), req(10, [1, 2, 3, 200])
+    spread, records = replay("round_robin", [first, second], BIG)
+    assert records[0].worker != records[1].worker
+    assert spread.lost_by_reason == {records[1].reason: pytest.approx(3 * BLOCK / (8 * BLOCK))}
+    together, _ = replay("kvgate", [first, second], BIG)
+    assert together.lost_by_reason == {}
+
+
+def test_losses_count_each_request_against_its_own_unlimited_reuse() -> None:
+    records = [_record("cache_hit", cached=0), _record("load_override", cached=0), _record("x", cached=900)]
+    # the third reused more than the unlimited cache would have (queued behind a later arrival):
+    # not netted against the others' losses
+    assert lost_by_reason(records, [0, 512, 512], 3000) == {"load_override": pytest.approx(512 / 3000)}
+    assert lost_by_reason(records, [], 3000) == {}
+    with pytest.raises(ValueError, match="2 unlimited-cache figures for 3 requests"):
+        lost_by_reason(records, [0, 512], 3000)
+
+
+def _record(reason: str, cached: int) -> RequestRecord:
+    return RequestRecord(0, 1000, cached, 0, 0, 0.1, 0.0, reason)
 
 
 def test_lru_eviction_on_one_worker_keeps_the_head_of_a_chain() -> None:
