@@ -94,9 +94,11 @@ class KvgatePolicy:
 
     def _copy_weight(self, request: RouteRequest | GroupedRequest, holders: int) -> float:
         """The compute weight of copying the shared opening to one more worker: the copy serves that
-        worker's share of the opening's future requests (as many as went through it lately, over
-        ``holders`` + 1 holders), so its cost is spread over them."""
-        uses = request.shared.uses if request.shared is not None else 0.0
+        worker's share of the opening's future requests (as many as went through it lately, times
+        the opening's footprint ``worth``, over ``holders`` + 1 holders), so its cost is spread over
+        them."""
+        shared = request.shared
+        uses = shared.uses * shared.worth if shared is not None else 0.0
         return self.config.compute_weight / (1 + self.config.copy_amortisation * uses / (holders + 1))
 
     def queue_s(self, candidate: Candidate) -> float:

@@ -262,19 +262,18 @@ class Router:
         )  # fmt: skip
 
     def _shared(self, hashes: Sequence[ChunkHash], opening: int, fleet: Fleet) -> SharedPrefix | None:
-        """The prompt's shared opening (its first ``opening`` chunks, where prompts seen branched)
-        and the uses a copy of it would serve: the requests that went through it lately, discounted
-        by its footprint -- a copy takes cache room that held other content, nothing is gained by
-        copying an opening of a tenth of a worker's cache or more -- and that footprint's ``worth``
-        (0 while no candidate has reported its GPU tier: nothing is copied for demand or sessions
-        on a guess). None when it shares none."""
+        """The prompt's shared opening (its first ``opening`` chunks, where prompts seen branched),
+        the requests that went through it lately, and its footprint's ``worth``: a copy takes cache
+        room that held other content, nothing is gained by copying an opening of a tenth of a
+        worker's cache or more (worth 0; also while no candidate has reported its GPU tier: nothing
+        is copied for demand or sessions on a guess). None when it shares none."""
         if not opening:
             return None
         tokens = opening * self._chunk_size
         room = fleet.mean_gpu_blocks * self._block_tokens
         footprint = tokens / room if room > 0 else 1.0
         worth = max(0.0, 1.0 - _FOOTPRINT_SCALE * footprint)
-        return SharedPrefix(tokens, self._demand.uses(hashes[opening - 1]) * worth, worth)
+        return SharedPrefix(tokens, self._demand.uses(hashes[opening - 1]), worth)
 
     def _home(
         self, hashes: Sequence[ChunkHash], fleet: Fleet, cache_key: str | None, own: int

@@ -49,7 +49,7 @@ class SharedPrefix:
     part ways): ``tokens`` long, and ``uses`` -- how many requests went through it lately (decayed):
     a copy of it on another worker serves that worker's share of them. ``worth``: what is left of a
     copy's worth once the cache room it takes is counted (1.0 for a small opening, 0.0 for one of a
-    tenth of a worker's GPU tier or more): ``uses`` is already discounted by it."""
+    tenth of a worker's GPU tier or more); the uses a copy serves are ``uses`` x ``worth``."""
 
     tokens: TokenCount
     uses: float

@@ -36,7 +36,7 @@ def decide(shared: SharedPrefix | None, config: RoutingConfig | None = None) -> 
 
 def test_a_busy_holder_of_an_opening_in_demand_is_relieved_by_a_copy() -> None:
     # Copying 2k tokens costs 0.2 s of prefill against the holder's 0.4 s queue: at full compute
-    # weight (x3 in all) the copy does not pay; spread over 400 recent uses it does.
+    # weight (x4 in all) the copy does not pay; spread over 400 recent uses it does.
     assert decide(SharedPrefix(OPENING, 400.0)) == ("b", RouteReason.HOT_PREFIX)
 
 
@@ -47,6 +47,11 @@ def test_without_demand_or_with_amortisation_off_the_holder_keeps_it() -> None:
         "a",
         RouteReason.CACHE_HIT,
     )
+
+
+def test_an_opening_worth_nothing_for_its_footprint_earns_no_copy_by_demand() -> None:
+    # the same 400 uses, but the copy would take cache room worth as much as it serves
+    assert decide(SharedPrefix(OPENING, 400.0, 0.0)) == ("a", RouteReason.CACHE_HIT)
 
 
 def test_more_holders_need_more_demand_for_one_more_copy() -> None:
@@ -118,6 +123,7 @@ async def test_the_router_finds_the_opening_where_prompts_part_and_counts_its_de
 
 async def test_an_opening_that_fills_much_of_a_cache_earns_no_copy_by_demand() -> None:
     # 2,048 tokens in a 40,960-token GPU tier: a twentieth, so the demand counts half
-    assert (await _openings_seen(gpu_blocks=2_560))[3].uses == pytest.approx(0.5, abs=0.01)
+    half = (await _openings_seen(gpu_blocks=2_560))[3]
+    assert (half.uses, half.worth) == (pytest.approx(1, abs=0.01), pytest.approx(0.5))
     # a tenth or more: a copy would evict as much as it serves
-    assert (await _openings_seen(gpu_blocks=1_280))[3].uses == 0
+    assert (await _openings_seen(gpu_blocks=1_280))[3].worth == 0
