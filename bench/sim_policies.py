@@ -1,16 +1,16 @@
 """kvgate's policy beside the peers' routers, on several traces, cluster sizes, capacities and seeds.
 
-    python bench/sim_policies.py [--traces synthetic,chat,agents,documents] [--sizes 8x1,64x8,256x32]
-                                 [--capacities 1000000,300000] [--seeds 0,1,2] [--jobs 2]
-                                 [--out bench/results] [--name sim_policies]
+    python bench/sim_policies.py [--traces synthetic,chat,agents,documents,pastes]
+                                 [--sizes 8x1,64x8,256x32] [--capacities 1000000,300000]
+                                 [--seeds 0,1,2] [--jobs 2] [--out bench/results] [--name sim_policies]
 
-``synthetic`` is the shared Mooncake synthetic trace; ``chat``, ``agents`` and ``documents`` are made by
-``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under ``--traces-dir``). A size
-``WxS`` is W workers with the arrivals sped up S times. Each cell runs ``kvgate simulate TRACE --policy
-all --workers W --speed S --capacity-tokens C --seed N --json`` in a subprocess (``--jobs`` at a time).
-Writes ``NAME.json`` (every policy of every cell) and ``NAME.md``: per cell, kvgate's hit rate against
-the best peer's and the pooled cache's, its imbalance, and its TTFT p99 against the best other policy's;
-then each policy's figures averaged over the seeds.
+``synthetic`` is the shared Mooncake synthetic trace; ``chat``, ``agents``, ``documents`` and ``pastes``
+are made by ``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under
+``--traces-dir``). A size ``WxS`` is W workers with the arrivals sped up S times. Each cell runs
+``kvgate simulate TRACE --policy all --workers W --speed S --capacity-tokens C --seed N --json`` in a
+subprocess (``--jobs`` at a time). Writes ``NAME.json`` (every policy of every cell) and ``NAME.md``:
+per cell, kvgate's hit rate against the best peer's and the pooled cache's, its imbalance, and its TTFT
+p99 against the best other policy's; then each policy's figures averaged over the seeds.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from bench.gateway import _commit
 
 SYNTHETIC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "synthetic_trace.jsonl"
 PEERS = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
-TRACES = ("synthetic", "chat", "agents", "documents")
+TRACES = ("synthetic", "chat", "agents", "documents", "pastes")
 KEYS = ("hit_rate", "imbalance", "ttft_p50_s", "ttft_p99_s")
 
 

@@ -10,16 +10,23 @@ replays them); each shape's parameters are the options below, its defaults the d
   (600) run ``--steps`` steps on average (geometric): each step is one model call whose prompt is
   everything so far; its output is a short tool call (20-300 tokens) and the tool's result
   (lognormal, median 600 tokens, 50-8k) joins the history after ``--tool-s`` seconds on average.
+- ``pastes``: a public chat service, where caches fill: ``--conversations`` short conversations
+  (3500; ``--turns`` turns on average, geometric, 1.7), each opening with one of ``--system-prompts``
+  system prompts (1000; lognormal, median 1.5k tokens, 100-8k; Zipf popularity) and text the user
+  pasted (lognormal, median ``--paste-tokens`` 8k, 20-60k); later messages are 20-8k tokens (median
+  300), answers 20-2k (median 350), pauses ``--think-s`` (120 s) on average. Most of the content is
+  seen once, so the GPU tiers fill and evict before their TTL; a conversation's turns and the
+  popular system prompts are what can be reused.
 - ``documents``: many users over a few long documents. ``--sessions`` users (1500), ``--documents``
   documents (100; lognormal, median 20k tokens, 5k-60k; Zipf popularity) behind one of 5 system
   prompts; each user asks 1-4 questions (a follow-up extends the previous question and answer),
   questions 30-600 tokens.
 
-Sessions start at random over ``--duration-s`` (by default 300 s for chat, 200 s for agents and
-120 s for documents: sized so that 8 simulated workers of 10k prefill tokens/s, at the hit rate a
-pooled 8M-token cache gets, spend a fifth to a third of their time prefilling, as on the shared
-synthetic trace; at lower load routing hardly matters). Block ids are prefix-chained per 512-token
-block.
+Sessions start at random over ``--duration-s`` (by default 300 s for chat, 200 s for agents, 120 s
+for documents and 1,800 s for pastes: sized so that 8 simulated workers of 10k prefill tokens/s, at
+the hit rate a pooled 8M-token cache gets, spend a fifth to a third of their time prefilling, as on
+the shared synthetic trace; at lower load routing hardly matters). Block ids are prefix-chained per
+512-token block.
 """
 
 from __future__ import annotations
@@ -82,11 +89,31 @@ def generate_documents(args: argparse.Namespace) -> list[Record]:
     return sorted(records, key=lambda r: r["timestamp"])  # type: ignore[arg-type,return-value]
 
 
-DURATION_S = {"chat": 300.0, "agents": 200.0, "documents": 120.0}
+def generate_pastes(args: argparse.Namespace) -> list[Record]:
+    rng = np.random.default_rng(args.seed)
+    systems = _lengths(rng, 1500, 100, 8000, args.system_prompts)
+    blocks, records = BlockIds(), []
+    for c in range(args.conversations):
+        at_s = float(rng.uniform(0, args.duration_s))
+        s = _zipf_pick(rng, len(systems))
+        segments = [(f"system-{s}", int(systems[s]))]
+        for t in range(min(int(rng.geometric(1 / args.turns)), 30)):
+            first = t == 0  # the paste, then follow-up messages
+            message = _lengths(rng, args.paste_tokens if first else 300, 20, 60000 if first else 8000, 1)
+            segments.append((f"user-{c}-{t}", int(message[0])))
+            output = int(_lengths(rng, 350, 20, 2000, 1)[0])
+            records.append(_record(at_s, segments, output, blocks))
+            segments.append((f"answer-{c}-{t}", output))
+            at_s += output * DECODE_S_PER_TOKEN + float(rng.exponential(args.think_s))
+    return sorted(records, key=lambda r: r["timestamp"])  # type: ignore[arg-type,return-value]
+
+
+DURATION_S = {"chat": 300.0, "agents": 200.0, "documents": 120.0, "pastes": 1800.0}
 SHAPES: dict[str, Callable[[argparse.Namespace], list[Record]]] = {
     "chat": generate_chat,  # type: ignore[dict-item]
     "agents": generate_agents,
     "documents": generate_documents,
+    "pastes": generate_pastes,
 }
 
 
@@ -97,14 +124,20 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--duration-s", type=float, help="sessions start over this time (see above)")
     parser.add_argument("--sessions", type=int, help="agent tasks (600) or document users (1500)")
-    parser.add_argument("--conversations", type=int, default=1200, help="chat: conversations")
-    parser.add_argument("--system-prompts", type=int, default=20, help="chat: shared system prompts")
+    parser.add_argument("--conversations", type=int, help="chat (1200), pastes (3500): conversations")
+    parser.add_argument("--system-prompts", type=int, help="chat (20), pastes (1000): system prompts")
+    parser.add_argument("--turns", type=float, default=1.7, help="pastes: mean turns per conversation")
+    parser.add_argument("--paste-tokens", type=float, default=8000.0, help="pastes: median pasted text")
     parser.add_argument("--agent-types", type=int, default=12, help="agents: kinds of agent")
     parser.add_argument("--steps", type=float, default=10.0, help="agents: mean steps per task")
     parser.add_argument("--tool-s", type=float, default=2.0, help="agents: mean tool time per step")
     parser.add_argument("--documents", type=int, help="documents (100; chat: 50)")
-    parser.add_argument("--think-s", type=float, default=20.0, help="mean pause before a follow-up")
+    parser.add_argument("--think-s", type=float, help="mean pause before a follow-up (20; pastes: 120)")
     args = parser.parse_args()
+    pastes = args.shape == "pastes"
+    args.conversations = args.conversations or (3500 if pastes else 1200)
+    args.system_prompts = args.system_prompts or (1000 if pastes else 20)
+    args.think_s = args.think_s if args.think_s is not None else (120.0 if pastes else 20.0)
     args.documents = args.documents or (50 if args.shape == "chat" else 100)
     args.sessions = args.sessions or (600 if args.shape == "agents" else 1500)
     if args.duration_s is None:

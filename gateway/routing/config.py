@@ -24,6 +24,17 @@ class RoutingConfig:
     0.887; the cost: follow-ups wait longer on a busy holder, agents at 64 workers p99 3.65 -> 4.42
     s). Defaults are for an H100-class GPU serving a 7-8B model.
 
+    Full caches: a copy into a GPU tier that has no room left evicts content that has not expired
+    and that later prompts would have reused; that loss is not in the compute. As the candidates'
+    GPU tiers fill (blocks in use or cached, the mean over the candidates that report a tier) past
+    ``full_cache_threshold``, the compute weight grows linearly by up to ``full_cache_weight`` (so
+    9 when every tier is full), and the session charge and the demand that pays for copies of a
+    shared opening (below) shrink to nothing (:func:`.cost.fullness`). Caches with room behave as
+    before. Measured over 1M-token workers on the shared synthetic trace (full, seeds 0-4) and on
+    conversation traces whose caches fill (``bench/workload_traces.py --shape pastes``): 0 lost
+    0.002-0.005 of hit rate to copies there, against SGLang and llm-d; 2, 4, 6 and 10 were tried,
+    and 6 was the least that put kvgate ahead on them all (docs/BENCHMARKS.md section 1).
+
     Near-ties: choices scored within ``near_tie_ratio`` x the best score plus ``near_tie_s`` of it
     are ranked with a handicap of up to that window (the home worker none), so gateway replicas
     that share one view of the fleet do not all pick the same worker before its next load report
@@ -72,6 +83,8 @@ class RoutingConfig:
 
     prefill_tokens_per_s: float = 10_000.0
     compute_weight: float = 3.0
+    full_cache_weight: float = 6.0
+    full_cache_threshold: float = 0.9
     swap_in_cost_ratio: float = 0.1
     decode_step_s: float = 0.002
     kv_pressure_threshold: float = 0.9
@@ -97,9 +110,12 @@ class RoutingConfig:
             raise ValueError("placement_weight must be in [0, 1]")
         if self.placement_half_life_s <= 0:
             raise ValueError("placement_half_life_s must be positive")
-        for name in ("compute_weight", "near_tie_ratio", "near_tie_s", "copy_amortisation", "session_weight"):
+        weights = ("compute_weight", "full_cache_weight", "copy_amortisation", "session_weight")
+        for name in (*weights, "near_tie_ratio", "near_tie_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
+        if not 0 <= self.full_cache_threshold < 1:
+            raise ValueError("full_cache_threshold must be in [0, 1)")
         if not 0 <= self.kv_pressure_threshold < 1:
             raise ValueError("kv_pressure_threshold must be in [0, 1)")
         if not 0 <= self.cache_threshold <= 1:

@@ -81,3 +81,25 @@ def hot_limit(queue_s: Sequence[float], config: RoutingConfig) -> float:
     """The queue (seconds) above which a worker is a hot spot: ``hot_spot_factor`` x the mean
     queue, at least ``hot_spot_floor_s``. ``queue_s`` is non-empty."""
     return max(config.hot_spot_factor * fmean(queue_s), config.hot_spot_floor_s)
+
+
+
+def occupancy(candidates: Sequence[Candidate]) -> float | None:
+    """The mean share of the candidates' GPU-tier blocks that hold KV (a sequence's, or a cached
+    chunk's), over those reporting a GPU tier; None when none does. O(n)."""
+    occupied = [
+        1 - (c.load.gpu_blocks_free - c.load.gpu_blocks_cached) / c.load.gpu_blocks_total
+        for c in candidates
+        if c.load.gpu_blocks_total > 0
+    ]
+    return fmean(occupied) if occupied else None
+
+
+def fullness(occupied: float | None, config: RoutingConfig) -> float:
+    """How full the GPU tiers of mean ``occupied`` (:func:`occupancy`) are past
+    ``full_cache_threshold``: 0 at or below it (or unknown, None), 1 when every block holds KV (a
+    copy then evicts content that has not expired)."""
+    if occupied is None:
+        return 0.0
+    start = config.full_cache_threshold
+    return min(max((occupied - start) / (1 - start), 0.0), 1.0)

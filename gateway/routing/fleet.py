@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from statistics import fmean
 
+from kvgate.gateway.routing.cost import occupancy
 from kvgate.gateway.routing.types import Candidate
 from kvgate.index.types import WorkerStatus
 from kvgate.proto.ids import WorkerId
@@ -24,6 +25,7 @@ class Fleet:
     queue_s: tuple[float, ...]
     unfollowed: dict[WorkerId, int]
     mean_gpu_blocks: float = 0.0  # the candidates' mean GPU-tier capacity, in blocks
+    occupancy: float | None = None  # the candidates' mean share of GPU blocks holding KV (None: unknown)
 
     @property
     def ids(self) -> tuple[WorkerId, ...]:
@@ -81,7 +83,9 @@ class FleetView:
         unfollowed = {s.info.worker_id: s.load.gpu_blocks_total + s.load.cpu_blocks_total
                       for s in statuses if not s.followed}  # fmt: skip
         queue_s = tuple(self._queue_of(c) for c in candidates)
-        return Fleet(candidates, position, queue_s, unfollowed, _mean_gpu_blocks(candidates))
+        return Fleet(
+            candidates, position, queue_s, unfollowed, _mean_gpu_blocks(candidates), occupancy(candidates)
+        )
 
     def _refresh(self, changed: set[WorkerId]) -> None:
         by_id = {s.info.worker_id: s for s in self._statuses if s.info.worker_id in changed}
@@ -91,9 +95,7 @@ class FleetView:
             candidates[i] = self._candidate(status)
             queue_s[i] = self._queue_of(candidates[i])
         fleet = self._fleet
-        self._fleet = Fleet(
-            tuple(candidates), fleet.position, tuple(queue_s), fleet.unfollowed, fleet.mean_gpu_blocks
-        )
+        self._fleet = replace(fleet, candidates=tuple(candidates), queue_s=tuple(queue_s))
 
 
 def _mean_gpu_blocks(candidates: Sequence[Candidate]) -> float:

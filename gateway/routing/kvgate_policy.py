@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from kvgate.gateway.routing.config import RoutingConfig
-from kvgate.gateway.routing.cost import Estimate, estimate, hot_limit, queue_seconds
+from kvgate.gateway.routing.cost import Estimate, estimate, fullness, hot_limit, occupancy, queue_seconds
 from kvgate.gateway.routing.jitter import unit
 from kvgate.gateway.routing.types import Candidate, GroupedRequest, RouteDecision, RouteReason, RouteRequest
 from kvgate.index.types import PrefixMatch
@@ -49,10 +49,11 @@ class KvgatePolicy:
         if shared:
             estimates = self._estimates(request, shared)
         holders = sum(e.reused_tokens >= shared for e in estimates)
-        weights = self.config.compute_weight, self._copy_weight(request, holders)
+        full = self._fullness(request)
+        weights = self._weights(request, holders, full)
         # candidates and estimates share their order: position i is the rotation's and jitter's input
         allowed = {e.worker_id for e in self._not_hot(estimates)}
-        charge = self._session_charge(request, most)
+        charge = self._session_charge(request, most, full)
         scored = [
             (i, e.score(*weights) + charge(i), e.reused_tokens)
             for i, e in enumerate(estimates)
@@ -74,32 +75,50 @@ class KvgatePolicy:
         reuse any offers): what a choice of another worker copies."""
         return min(request.shared.tokens, most) if request.shared is not None else 0
 
-    def _session_charge(self, request: RouteRequest | GroupedRequest, most: int) -> Callable[[int], float]:
+    def _session_charge(
+        self, request: RouteRequest | GroupedRequest, most: int, full: float
+    ) -> Callable[[int], float]:
         """Seconds charged to candidate ``i`` (a position in ``request.candidates``) when the
         request opens a session (``most``, the longest reuse any worker offers, covers no more than
         its shared opening): ``session_weight`` x the share of the worker's prefill capacity that new
         content took lately, above the least any candidate took (so the charge moves choices, not
         the near-tie window), times the shared opening's ``worth`` (moving a session copies the
-        opening: one that fills much of a cache evicts more than spreading gains). Zero for every
+        opening: one that fills much of a cache evicts more than spreading gains), and by what
+        room the caches have (1 - ``full``, :func:`.cost.fullness`: a copy into a full cache evicts
+        what later prompts would reuse). Zero for every
         candidate otherwise (a follow-up, a caller that keeps no intake record). O(candidates)
         when charged."""
         shared = request.shared
         opening, worth = (shared.tokens, shared.worth) if shared is not None else (0, 1.0)
-        weight, intake = self.config.session_weight * worth, request.intake
+        weight, intake = self.config.session_weight * worth * (1 - full), request.intake
         if not weight or intake is None or most > opening:
             return _no_charge
         rates = [intake(c.worker_id) for c in request.candidates]
         least, per_token = min(rates), weight / self.config.prefill_tokens_per_s
         return [per_token * (rate - least) for rate in rates].__getitem__
 
-    def _copy_weight(self, request: RouteRequest | GroupedRequest, holders: int) -> float:
-        """The compute weight of copying the shared opening to one more worker: the copy serves that
-        worker's share of the opening's future requests (as many as went through it lately, times
-        the opening's footprint ``worth``, over ``holders`` + 1 holders), so its cost is spread over
-        them."""
+    def _fullness(self, request: RouteRequest | GroupedRequest) -> float:
+        """How full the candidates' GPU tiers are past ``full_cache_threshold`` (0 to 1): from the
+        request's ``occupancy`` where the caller gives it, else from the candidates (O(n))."""
+        occupied = request.occupancy if request.occupancy is not None else occupancy(request.candidates)
+        return fullness(occupied, self.config)
+
+    def _weights(
+        self, request: RouteRequest | GroupedRequest, holders: int, full: float
+    ) -> tuple[float, float]:
+        """The compute weight, and the weight of copying the shared opening to one more worker.
+
+        The compute weight is ``compute_weight``, plus ``full_cache_weight`` x ``full`` (how far
+        the candidates' GPU tiers are past ``full_cache_threshold``, :func:`.cost.fullness`): a
+        copy into a full cache evicts content that later prompts would have reused. A copy serves
+        the receiving worker's share of the opening's future requests (as many as went through it
+        lately, times the opening's footprint ``worth`` and the room left, 1 - ``full``, over
+        ``holders`` + 1 holders), so its weight is spread over them."""
+        config = self.config
+        weight = config.compute_weight + config.full_cache_weight * full
         shared = request.shared
-        uses = shared.uses * shared.worth if shared is not None else 0.0
-        return self.config.compute_weight / (1 + self.config.copy_amortisation * uses / (holders + 1))
+        uses = shared.uses * shared.worth * (1 - full) if shared is not None else 0.0
+        return weight, weight / (1 + config.copy_amortisation * uses / (holders + 1))
 
     def queue_s(self, candidate: Candidate) -> float:
         """The queue part of a candidate's estimate (what :class:`GroupedRequest` carries)."""
@@ -123,7 +142,8 @@ class KvgatePolicy:
         held_by, reuse = self._reuse_of_groups(request, groups, guarded)
         shared = self._shared_tokens(request, held_by[0])
         holders = sum(len(members) for r, members in reuse if r >= shared) if shared else len(queue_s)
-        weights = self.config.compute_weight, self._copy_weight(request, holders)
+        full = self._fullness(request)
+        weights = self._weights(request, holders, full)
         leads: list[_Lead] = []
         for (_, tiers), allowed in zip(groups, guarded, strict=True):
             if allowed:
@@ -133,7 +153,7 @@ class KvgatePolicy:
                 leads.append(
                     (allowed, tiers, part, cost, min(map(queue_s.__getitem__, allowed)), lead.reused_tokens)
                 )
-        charge = self._session_charge(request, held_by[0])
+        charge = self._session_charge(request, held_by[0], full)
         scored, tiers_at = self._near_members(request, leads, charge)
         chosen = self._pick(scored, request)
         home = None

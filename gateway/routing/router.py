@@ -245,6 +245,7 @@ class Router:
             self._placed.share,
             shared,
             self._placed.rate,
+            fleet.occupancy,
         )
 
     def _grouped(
@@ -259,6 +260,7 @@ class Router:
         return GroupedRequest(
             prompt_tokens, self._chunk_size, fleet.candidates, fleet.position, fleet.queue_s, lookup.cohorts,
             next(self._seq), request_key, *home, self._placed.share, shared, self._placed.rate,
+            fleet.occupancy,
         )  # fmt: skip
 
     def _shared(self, hashes: Sequence[ChunkHash], opening: int, fleet: Fleet) -> SharedPrefix | None:

@@ -66,7 +66,9 @@ class RouteRequest:
     of their own (:class:`LearningPolicy`; empty where the caller has none); ``placed(worker)`` is the
     share of recent new content the worker took, relative to the most any took (0 to 1; None: not known);
     ``shared`` is the prompt's shared opening (None: not known); ``intake(worker)`` is the new content
-    (uncached prompt tokens) sent to the worker lately, per second (None: not known)."""
+    (uncached prompt tokens) sent to the worker lately, per second (None: not known); ``occupancy`` is
+    the candidates' mean share of GPU-tier blocks holding KV (:func:`.cost.occupancy`; None: a policy
+    that needs it computes it from ``candidates``)."""
 
     prompt_tokens: TokenCount
     chunk_size: int
@@ -79,6 +81,7 @@ class RouteRequest:
     placed: Callable[[WorkerId], float] | None = None
     shared: SharedPrefix | None = None
     intake: Callable[[WorkerId], float] | None = None
+    occupancy: float | None = None
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -151,6 +154,7 @@ class GroupedRequest:
     placed: Callable[[WorkerId], float] | None = None
     shared: SharedPrefix | None = None
     intake: Callable[[WorkerId], float] | None = None
+    occupancy: float | None = None
 
 
 @runtime_checkable

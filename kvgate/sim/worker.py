@@ -128,14 +128,17 @@ class SimWorker:
 
     def load(self, now_s: float) -> WorkerLoad:
         """The heartbeat's load figures. KV in use is the active sequences' (cached chunks not in use
-        count as free, as the engine reports them: they are evictable)."""
+        count as free, as the engine reports them: they are evictable, and ``gpu_blocks_cached``
+        counts them); the eviction counters are the cache's."""
         waiting = sum(job.expected_computed for job in self._queue)
         if self.current is not None:
             remaining = round(max(self._prefill_end_s - now_s, 0.0) * self._timing.prefill_tokens_per_s)
             waiting += min(remaining, self.current.computed_tokens)
         total = self.cache.gpu_chunks * self._chunk_size // KV_BLOCK_TOKENS
         used = min(-(-self._active_tokens // KV_BLOCK_TOKENS), total)
+        held = len(self.cache.gpu) * self._chunk_size // KV_BLOCK_TOKENS
         cpu_total = self.cache.cpu_chunks * self._chunk_size // KV_BLOCK_TOKENS
+        counters = self.cache.counters
         return WorkerLoad(
             waiting_prefill_tokens=waiting,
             running_seqs=self._decoding + (self.current is not None),
@@ -144,6 +147,10 @@ class SimWorker:
             gpu_blocks_free=total - used,
             cpu_blocks_total=cpu_total,
             cpu_blocks_free=cpu_total,
+            gpu_blocks_cached=min(total - used, max(held - used, 0)),
+            evicted_ttl_blocks=counters.evicted_ttl * self._chunk_size // KV_BLOCK_TOKENS,
+            evicted_pressure_blocks=counters.evicted_pressure * self._chunk_size // KV_BLOCK_TOKENS,
+            offloaded_blocks=counters.offloaded * self._chunk_size // KV_BLOCK_TOKENS,
         )
 
     def _cached_tokens(self, tiers: str, prompt_tokens: int) -> int:

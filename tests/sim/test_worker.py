@@ -53,3 +53,23 @@ def test_kv_in_use_counts_active_sequences_in_blocks() -> None:
     load = worker.load(0.0)
     assert load.gpu_blocks_total == 64 * BLOCK // 16
     assert load.gpu_blocks_total - load.gpu_blocks_free == BLOCK // 16
+
+
+def test_the_heartbeat_reports_cached_blocks_and_evictions_as_the_engine_does() -> None:
+    worker = SimWorker(W, SETTINGS, TimeModel.of(SETTINGS))
+    worker.enqueue(job(0, [1, 2]), now_ms=0)
+    worker.start_next(0.0, 0)
+    done, _ = worker.finish_prefill(now_ms=110)
+    worker.finish_decode(done)
+    load = worker.load(0.2)
+    # nothing runs: every block is free, and the prompt's two blocks of KV are cached in them
+    assert load.gpu_blocks_free == load.gpu_blocks_total
+    assert load.gpu_blocks_cached == 2 * BLOCK // 16
+    assert (load.evicted_pressure_blocks, load.evicted_ttl_blocks) == (0, 0)
+    # a prompt of the whole cache's size pushes the unexpired first one out
+    worker.enqueue(job(1, list(range(10, 74))), now_ms=200)
+    worker.start_next(0.2, 200)
+    worker.finish_prefill(now_ms=4000)
+    load = worker.load(4.0)
+    assert load.evicted_pressure_blocks == 2 * BLOCK // 16
+    assert load.gpu_blocks_cached == load.gpu_blocks_free  # the cache is full; what runs is in use

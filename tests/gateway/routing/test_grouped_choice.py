@@ -20,9 +20,12 @@ from kvgate.proto.workers import WorkerLoad
 def _case(rng: random.Random) -> tuple[RouteRequest, GroupedRequest]:
     n = rng.randint(1, 40)
     ids = sorted(WorkerId(f"w{i:02d}") for i in range(n))
+    full = rng.random() < 0.5  # caches past the full-cache threshold, or roomy
     loads = [WorkerLoad(waiting_prefill_tokens=rng.choice((0, 0, 500, 4000, 200_000)),
                         running_seqs=rng.choice((0, 1, 3)), gpu_blocks_total=100,
-                        gpu_blocks_free=rng.choice((100, 5))) for _ in ids]  # fmt: skip
+                        gpu_blocks_free=(free := rng.choice((100, 5))),
+                        gpu_blocks_cached=min(free, rng.choice((90, 100))) if full else 0)
+             for _ in ids]  # fmt: skip
     runs = ["", "G" * 8, "G" * 4 + "C" * 4, "GGP", "C" * 10, "G" * 12]
     matches = {w: PrefixMatch(w, tiers) for w in ids if (tiers := rng.choice(runs))}
     stranger = WorkerId("not-a-candidate")  # the index may know workers this gateway does not route to

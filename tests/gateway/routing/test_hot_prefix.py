@@ -57,7 +57,8 @@ def test_an_opening_worth_nothing_for_its_footprint_earns_no_copy_by_demand() ->
 def test_more_holders_need_more_demand_for_one_more_copy() -> None:
     policy = KvgatePolicy()
     request = RouteRequest(PROMPT, CHUNK, (cand("a"),), shared=SharedPrefix(OPENING, 40.0))
-    assert policy._copy_weight(request, 1) < policy._copy_weight(request, 4) < policy.config.compute_weight
+    by_holders = [policy._weights(request, holders, 0.0)[1] for holders in (1, 4)]
+    assert by_holders[0] < by_holders[1] < policy.config.compute_weight
 
 
 def test_the_grouped_decision_copies_alike() -> None:

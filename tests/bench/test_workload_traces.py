@@ -1,0 +1,57 @@
+"""The trace generators a user runs (``bench/workload_traces.py``): well-formed Mooncake JSONL, a
+shape's reuse where the shape says it is, the same file for the same seed."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.bench.scripts import run_script
+
+SMALL = {  # a few sessions of each shape: seconds to write
+    "chat": ("--conversations", "40"),
+    "agents": ("--sessions", "20"),
+    "documents": ("--sessions", "40"),
+    "pastes": ("--conversations", "200"),
+}
+
+
+def _trace(tmp_path: Path, shape: str, seed: int, tag: str = "") -> list[dict]:
+    out = tmp_path / f"{shape}_{seed}{tag}.jsonl"
+    done = run_script("bench.workload_traces", str(out), "--shape", shape, "--seed", str(seed), *SMALL[shape])
+    assert done.returncode == 0, done.stderr
+    assert f"{shape}, " in done.stdout
+    return [json.loads(line) for line in out.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("shape", sorted(SMALL))
+def test_each_shape_writes_a_replayable_trace(tmp_path: Path, shape: str) -> None:
+    records = _trace(tmp_path, shape, 0)
+    assert records == _trace(tmp_path, shape, 0, "again")  # a seed fixes the file
+    assert records != _trace(tmp_path, shape, 1)
+    times = [r["timestamp"] for r in records]
+    assert times == sorted(times)
+    for r in records:
+        assert len(r["hash_ids"]) == math.ceil(r["input_length"] / 512)
+        assert r["output_length"] > 0
+
+
+def test_pastes_reuse_little_beyond_a_conversation_s_own_turns(tmp_path: Path) -> None:
+    """Most pasted text is seen once: an unlimited cache reuses under half the prompt tokens (a
+    trace of short pastes reuses more: its system prompts are most of each prompt), and what it
+    reuses is mostly a conversation's earlier turns (a follow-up starts with its whole first
+    prompt)."""
+    records = _trace(tmp_path, "pastes", 0)
+    seen: set[int] = set()
+    reused = total = follow_ups = 0
+    for r in records:
+        held = next((i for i, h in enumerate(r["hash_ids"]) if h not in seen), len(r["hash_ids"]))
+        reuse = min(held * 512, r["input_length"])
+        reused, total = reused + reuse, total + r["input_length"]
+        follow_ups += reuse >= 0.8 * r["input_length"]
+        seen.update(r["hash_ids"])
+    assert 0.3 < reused / total < 0.5
+    assert follow_ups > len(records) / 4
