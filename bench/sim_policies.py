@@ -109,7 +109,7 @@ def _mean_lines(rows: list[dict]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", default="synthetic,chat,agents,documents")
+    parser.add_argument("--traces", default=",".join(TRACES))
     parser.add_argument("--sizes", default="8x1,64x8,256x32", help="WORKERSxSPEED, comma-separated")
     parser.add_argument("--capacities", default="1000000,300000", help="GPU tokens per worker")
     parser.add_argument("--seeds", default="0,1,2")

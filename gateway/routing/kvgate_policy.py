@@ -37,6 +37,10 @@ class KvgatePolicy:
     A request that opens a session (no worker holds its own content, past the shared opening) is
     also charged ``session_weight`` x the share of each worker's prefill capacity that new content
     took lately (:meth:`_session_charge`): sessions bring their follow-ups back to where they start.
+
+    Full caches: as the candidates' GPU tiers fill past ``full_cache_threshold``, the compute weight
+    grows by up to ``full_cache_weight`` and the session charge and copy demand fade out
+    (:meth:`_weights`): there a copy evicts content that later prompts would have reused.
     """
 
     config: RoutingConfig = field(default_factory=RoutingConfig)
@@ -83,11 +87,10 @@ class KvgatePolicy:
         its shared opening): ``session_weight`` x the share of the worker's prefill capacity that new
         content took lately, above the least any candidate took (so the charge moves choices, not
         the near-tie window), times the shared opening's ``worth`` (moving a session copies the
-        opening: one that fills much of a cache evicts more than spreading gains), and by what
-        room the caches have (1 - ``full``, :func:`.cost.fullness`: a copy into a full cache evicts
-        what later prompts would reuse). Zero for every
-        candidate otherwise (a follow-up, a caller that keeps no intake record). O(candidates)
-        when charged."""
+        opening: one that fills much of a cache evicts more than spreading gains), times the room
+        the caches have (1 - ``full``, :func:`.cost.fullness`: a copy into a full cache evicts what
+        later prompts would reuse). Zero for every candidate otherwise (a follow-up, a caller that
+        keeps no intake record). O(candidates) when charged."""
         shared = request.shared
         opening, worth = (shared.tokens, shared.worth) if shared is not None else (0, 1.0)
         weight, intake = self.config.session_weight * worth * (1 - full), request.intake
