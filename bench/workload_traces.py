@@ -134,6 +134,8 @@ def main() -> int:
     parser.add_argument("--documents", type=int, help="documents (100; chat: 50)")
     parser.add_argument("--think-s", type=float, help="mean pause before a follow-up (20; pastes: 120)")
     args = parser.parse_args()
+    if args.turns < 1 or args.paste_tokens <= 0:
+        parser.error("--turns must be at least 1 and --paste-tokens positive")
     pastes = args.shape == "pastes"
     args.conversations = args.conversations or (3500 if pastes else 1200)
     args.system_prompts = args.system_prompts or (1000 if pastes else 20)

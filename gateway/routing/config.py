@@ -31,9 +31,11 @@ class RoutingConfig:
     9 when every tier is full), and the session charge and the demand that pays for copies of a
     shared opening (below) shrink to nothing (:func:`.cost.fullness`). Caches with room behave as
     before. Measured over 1M-token workers on the shared synthetic trace (full, seeds 0-4) and on
-    conversation traces whose caches fill (``bench/workload_traces.py --shape pastes``): 0 lost
-    0.002-0.005 of hit rate to copies there, against SGLang and llm-d; 2, 4, 6 and 10 were tried,
-    and 6 was the least that put kvgate ahead on them all (docs/BENCHMARKS.md section 1).
+    conversation traces whose caches fill (``bench/workload_traces.py --shape pastes``): without it
+    kvgate trailed SGLang by up to 0.004 and llm-d by up to 0.006 of hit rate there, losing it to
+    copies; of 2, 4, 6 and 10, 6 was the least that put kvgate above SGLang on every synthetic seed
+    and above llm-d on the longer pastes-like traces, and 10 gained nothing more (docs/BENCHMARKS.md
+    section 1).
 
     Near-ties: choices scored within ``near_tie_ratio`` x the best score plus ``near_tie_s`` of it
     are ranked with a handicap of up to that window (the home worker none), so gateway replicas

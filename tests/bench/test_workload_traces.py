@@ -55,3 +55,11 @@ def test_pastes_reuse_little_beyond_a_conversation_s_own_turns(tmp_path: Path) -
         seen.update(r["hash_ids"])
     assert 0.3 < reused / total < 0.5
     assert follow_ups > len(records) / 4
+
+
+def test_impossible_pastes_parameters_are_refused_clearly(tmp_path: Path) -> None:
+    out = tmp_path / "bad.jsonl"
+    done = run_script("bench.workload_traces", str(out), "--shape", "pastes", "--turns", "0.5")
+    assert done.returncode == 2
+    assert "--turns must be at least 1" in done.stderr
+    assert not out.exists()
