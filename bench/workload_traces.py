@@ -52,6 +52,21 @@ def _record(at_s: float, segments: list[tuple[str, int]], output: int, blocks: B
             "output_length": output, "hash_ids": blocks.of(segments)}  # fmt: skip
 
 
+def _exchange(
+    rng: np.random.Generator, at_s: float, segments: list[tuple[str, int]], message: tuple[str, int],
+    answer: tuple[int, int], think_s: float, blocks: BlockIds, records: list[Record],
+) -> float:  # fmt: skip
+    """One turn of a session at ``at_s``: ``message`` joins ``segments``, the prompt so far is
+    recorded with an answer of lognormal length (median, most: ``answer``; at least 20 tokens),
+    the answer joins ``segments``; returns when the next message comes (the answer's decode, then
+    a pause of ``think_s`` on average)."""
+    segments.append(message)
+    output = int(_lengths(rng, answer[0], 20, answer[1], 1)[0])
+    records.append(_record(at_s, segments, output, blocks))
+    segments.append((f"answer-to-{message[0]}", output))
+    return at_s + output * DECODE_S_PER_TOKEN + float(rng.exponential(think_s))
+
+
 def generate_agents(args: argparse.Namespace) -> list[Record]:
     rng = np.random.default_rng(args.seed)
     prefixes = _lengths(rng, 8000, 2000, 30000, args.agent_types)
@@ -81,11 +96,8 @@ def generate_documents(args: argparse.Namespace) -> list[Record]:
         system = d % len(systems)
         segments = [(f"system-{system}", int(systems[system])), (f"doc-{d}", int(documents[d]))]
         for q in range(int(rng.integers(1, 5))):
-            segments.append((f"question-{user}-{q}", int(_lengths(rng, 120, 30, 600, 1)[0])))
-            output = int(_lengths(rng, 250, 20, 1200, 1)[0])
-            records.append(_record(at_s, segments, output, blocks))
-            segments.append((f"answer-{user}-{q}", output))
-            at_s += output * DECODE_S_PER_TOKEN + float(rng.exponential(args.think_s))
+            question = (f"question-{user}-{q}", int(_lengths(rng, 120, 30, 600, 1)[0]))
+            at_s = _exchange(rng, at_s, segments, question, (250, 1200), args.think_s, blocks, records)
     return sorted(records, key=lambda r: r["timestamp"])  # type: ignore[arg-type,return-value]
 
 
@@ -100,11 +112,8 @@ def generate_pastes(args: argparse.Namespace) -> list[Record]:
         for t in range(min(int(rng.geometric(1 / args.turns)), 30)):
             first = t == 0  # the paste, then follow-up messages
             message = _lengths(rng, args.paste_tokens if first else 300, 20, 60000 if first else 8000, 1)
-            segments.append((f"user-{c}-{t}", int(message[0])))
-            output = int(_lengths(rng, 350, 20, 2000, 1)[0])
-            records.append(_record(at_s, segments, output, blocks))
-            segments.append((f"answer-{c}-{t}", output))
-            at_s += output * DECODE_S_PER_TOKEN + float(rng.exponential(args.think_s))
+            user = (f"user-{c}-{t}", int(message[0]))
+            at_s = _exchange(rng, at_s, segments, user, (350, 2000), args.think_s, blocks, records)
     return sorted(records, key=lambda r: r["timestamp"])  # type: ignore[arg-type,return-value]
 
 

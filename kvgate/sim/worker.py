@@ -134,10 +134,11 @@ class SimWorker:
         if self.current is not None:
             remaining = round(max(self._prefill_end_s - now_s, 0.0) * self._timing.prefill_tokens_per_s)
             waiting += min(remaining, self.current.computed_tokens)
-        total = self.cache.gpu_chunks * self._chunk_size // KV_BLOCK_TOKENS
+        blocks = self._blocks
+        total = blocks(self.cache.gpu_chunks)
         used = min(-(-self._active_tokens // KV_BLOCK_TOKENS), total)
-        held = len(self.cache.gpu) * self._chunk_size // KV_BLOCK_TOKENS
-        cpu_total = self.cache.cpu_chunks * self._chunk_size // KV_BLOCK_TOKENS
+        held = blocks(len(self.cache.gpu))
+        cpu_total = blocks(self.cache.cpu_chunks)
         counters = self.cache.counters
         return WorkerLoad(
             waiting_prefill_tokens=waiting,
@@ -148,10 +149,14 @@ class SimWorker:
             cpu_blocks_total=cpu_total,
             cpu_blocks_free=cpu_total,
             gpu_blocks_cached=min(total - used, max(held - used, 0)),
-            evicted_ttl_blocks=counters.evicted_ttl * self._chunk_size // KV_BLOCK_TOKENS,
-            evicted_pressure_blocks=counters.evicted_pressure * self._chunk_size // KV_BLOCK_TOKENS,
-            offloaded_blocks=counters.offloaded * self._chunk_size // KV_BLOCK_TOKENS,
+            evicted_ttl_blocks=blocks(counters.evicted_ttl),
+            evicted_pressure_blocks=blocks(counters.evicted_pressure),
+            offloaded_blocks=blocks(counters.offloaded),
         )
+
+    def _blocks(self, chunks: int) -> int:
+        """``chunks`` cache chunks as KV blocks (what a heartbeat counts)."""
+        return chunks * self._chunk_size // KV_BLOCK_TOKENS
 
     def _cached_tokens(self, tiers: str, prompt_tokens: int) -> int:
         return min(len(tiers) * self._chunk_size, prompt_tokens)

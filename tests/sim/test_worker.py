@@ -69,7 +69,9 @@ def test_the_heartbeat_reports_cached_blocks_and_evictions_as_the_engine_does() 
     # a prompt of the whole cache's size pushes the unexpired first one out
     worker.enqueue(job(1, list(range(10, 74))), now_ms=200)
     worker.start_next(0.2, 200)
-    worker.finish_prefill(now_ms=4000)
+    big, _ = worker.finish_prefill(now_ms=4000)
     load = worker.load(4.0)
     assert load.evicted_pressure_blocks == 2 * BLOCK // 16
-    assert load.gpu_blocks_cached == load.gpu_blocks_free  # the cache is full; what runs is in use
+    worker.finish_decode(big)
+    load = worker.load(4.1)  # nothing runs, and every block holds a cached chunk: the cache is full
+    assert load.gpu_blocks_free == load.gpu_blocks_total == load.gpu_blocks_cached
