@@ -24,7 +24,6 @@ import json
 import multiprocessing
 import os
 import platform
-import subprocess
 import sys
 import time
 import uuid
@@ -35,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.foundation import percentiles, start_redis
+from bench.machine import git_commit
 from kvgate.common.clock import SystemClock
 from kvgate.common.models import default_model_path
 from kvgate.common.tokenizer import (
@@ -372,14 +372,8 @@ _SECTIONS = {
 
 
 def _commit() -> str:
-    """The checkout's commit, with ``+dirty`` when it has uncommitted changes (results name it)."""
-
-    def git(*args: str) -> str:
-        root = Path(__file__).resolve().parents[1]
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True).stdout.strip()
-
-    dirty = git("status", "--porcelain", "--untracked-files=no")
-    return git("rev-parse", "--short", "HEAD") + ("+dirty" if dirty else "")
+    """The checkout's short commit, ``+dirty`` when its code has uncommitted changes (results name it)."""
+    return git_commit(short=True)
 
 
 def _previous(path: Path) -> dict:

@@ -27,18 +27,25 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def git_commit() -> str:
-    """``git rev-parse HEAD`` of this checkout, with ``+dirty`` when tracked files have uncommitted
-    changes (then the figures are not exactly that commit's); ``unknown`` outside a git checkout."""
+RESULTS = "bench/results"
+"""Where the benchmarks write: a change there alone (an earlier run's output) leaves the code as it was."""
+
+
+def git_commit(short: bool = False, root: Path = ROOT) -> str:
+    """``git rev-parse HEAD`` of the checkout at ``root`` (abbreviated when ``short``), with
+    ``+dirty`` when tracked files outside :data:`RESULTS` have uncommitted changes (then the figures
+    are not exactly that commit's); ``unknown`` outside a git checkout. Results written by an
+    earlier run of a grid do not make the next run's code dirty."""
 
     def git(*args: str) -> str:
-        done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+        done = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=False)
         return done.stdout.strip()
 
-    head = git("rev-parse", "HEAD")
+    head = git("rev-parse", *(["--short"] if short else []), "HEAD")
     if not head:
         return "unknown"
-    return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
+    changed = git("status", "--porcelain", "--untracked-files=no", "--", ".", f":(exclude){RESULTS}")
+    return head + ("+dirty" if changed else "")
 
 
 def command_line() -> str:
