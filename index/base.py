@@ -78,11 +78,15 @@ class PrefixIndex(Protocol):
         """
         ...
 
-    async def add_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
-        """Records that the caller just routed a request with these chunks to ``worker_id``.
+    async def add_pending(
+        self, hashes: Sequence[ChunkHash], worker_id: WorkerId, wait_s: float = 0.0
+    ) -> None:
+        """Records that a request with these chunks was just routed to (or taken in by)
+        ``worker_id``, expected to wait ``wait_s`` before the worker computes them.
 
-        Each entry lives ``pending_ttl_s``, so a burst of requests sharing a new prefix follows
-        the first one before the worker has published what it stored. Idempotent.
+        Each entry lives ``pending_ttl_s`` after that wait (:meth:`IndexSettings.pending_ms`), so a
+        burst of requests sharing a new prefix follows the first one, on every gateway, until the
+        worker has published what it stored. Idempotent.
         """
         ...
 

@@ -30,6 +30,7 @@ import grpc
 from kvgate.common.clock import Clock, SystemClock
 from kvgate.common.grpc_options import CLIENT_OPTIONS
 from kvgate.common.grpc_tls import ChannelSecurity, TlsFiles
+from kvgate.index.admission import admission_wait_s
 from kvgate.index.base import PrefixIndex
 from kvgate.index.rebase import clock_offset_ms, rebase_batch, rebase_snapshot
 from kvgate.index.types import ApplyResult, IndexUnavailableError, StaleEpochError
@@ -82,8 +83,10 @@ class EventFeed:
         tls: TlsFiles | None = None,
         secret: bytes = b"",
         clock: Clock | None = None,
+        prefill_tokens_per_s: float = 0.0,
     ) -> None:
         self._index = index
+        self._prefill_tokens_per_s = prefill_tokens_per_s
         self._clock = clock or SystemClock()
         self._poll_s, self._retry_s, self._rpc_timeout_s = poll_s, retry_s, rpc_timeout_s
         self._options = options
@@ -189,14 +192,16 @@ class EventFeed:
             raise _ResubscribeError(f"the index no longer knows {info.worker_id}")
 
     async def _admitted(self, admission: Admission, state: FeedState) -> None:
-        """The worker took a request in: its chunks are pending there, its load is the admission's.
-        An admission naming another incarnation than this session's is ignored."""
+        """The worker took a request in: its chunks are pending there until the prefill queue the
+        admission reports is done (:func:`admission_wait_s`), its load is the admission's. An
+        admission naming another incarnation than this session's is ignored."""
         info = state.info
         if info is None or (admission.worker_id, admission.epoch) != (info.worker_id, info.epoch):
             log.debug("ignoring an admission of %s epoch %d", admission.worker_id, admission.epoch)
             return
         if admission.pending:
-            await self._index.add_pending(admission.pending, info.worker_id)
+            wait_s = admission_wait_s(admission.load, self._prefill_tokens_per_s)
+            await self._index.add_pending(admission.pending, info.worker_id, wait_s)
         await self._beat(state, admission.load)
 
     async def _heartbeats(

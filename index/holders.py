@@ -89,9 +89,11 @@ class HolderBitmaps:
 
     def add_pending(self, slot: int, chunks: Sequence[ChunkHash], expires_ms: int) -> None:
         """A request with ``chunks`` was just routed to ``slot``: each counts as PENDING there
-        until ``expires_ms`` unless the slot holds it."""
+        until ``expires_ms`` (or a later deadline it already had) unless the slot holds it."""
         bit = 1 << slot
         for chunk in chunks:
+            if self._pending_until.get((chunk, slot), -1) >= expires_ms:
+                continue
             self._pending[chunk] = self._pending.get(chunk, 0) | bit
             self._pending_until[(chunk, slot)] = expires_ms
             self._schedule(expires_ms, -1 - slot, chunk)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kvgate.common.clock import Clock
 from kvgate.index.holders import HolderBitmaps
-from kvgate.index.settings import IndexSettings
+from kvgate.index.settings import MAX_PENDING_WAIT_S, IndexSettings
 from kvgate.index.slots import SlotTable
 from kvgate.index.types import (
     TAKEN,
@@ -52,7 +52,7 @@ class MemoryPrefixIndex:
         self._epochs: dict[WorkerId, Epoch] = {}  # outlives deregistration, for fencing
         self._holders = HolderBitmaps()
         # a freed slot may still carry pending hints: reused only once they have expired
-        self._slots = SlotTable(reuse_after_ms=round(settings.pending_ttl_s * 1000) + 1)
+        self._slots = SlotTable(reuse_after_ms=settings.pending_ms(MAX_PENDING_WAIT_S) + 1)
         self._live_mask = 0
         self._recheck_ms = 0  # no live worker's heartbeat lapses before this
 
@@ -145,13 +145,15 @@ class MemoryPrefixIndex:
         cohorts = self._holders.walk(hashes, self._live(now), self._slots.names)
         return LookupResult(len(hashes), cohorts=cohorts)
 
-    async def add_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
+    async def add_pending(
+        self, hashes: Sequence[ChunkHash], worker_id: WorkerId, wait_s: float = 0.0
+    ) -> None:
         worker = self._workers.get(worker_id)
         if worker is None or not hashes:
             return  # a hint for a worker this index does not know could never match
         now = self._clock.now_ms()
         self._holders.expire(now)
-        self._holders.add_pending(worker.slot, hashes, now + round(self._settings.pending_ttl_s * 1000))
+        self._holders.add_pending(worker.slot, hashes, now + self._settings.pending_ms(wait_s))
 
     async def close(self) -> None:
         self._holders = HolderBitmaps()

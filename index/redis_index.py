@@ -189,10 +189,12 @@ class RedisPrefixIndex:
                 matches[WorkerId(w)] = PrefixMatch(WorkerId(w), tiers)
         return LookupResult(len(hashes), matches)
 
-    async def add_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
+    async def add_pending(
+        self, hashes: Sequence[ChunkHash], worker_id: WorkerId, wait_s: float = 0.0
+    ) -> None:
         if not hashes:
             return
-        ttl = round(self._settings.pending_ttl_s * 1000)
+        ttl = self._settings.pending_ms(wait_s)
         await self._run(self._scripts.add_pending, worker_id, ttl, *hashes)
 
     async def close(self) -> None:

@@ -60,9 +60,11 @@ class ReplicatedIndex:
     async def lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult:
         return await self._replica.lookup(hashes)
 
-    async def add_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
-        await self._replica.add_pending(hashes, worker_id)
-        await self._shared.add_pending(hashes, worker_id)
+    async def add_pending(
+        self, hashes: Sequence[ChunkHash], worker_id: WorkerId, wait_s: float = 0.0
+    ) -> None:
+        await self._replica.add_pending(hashes, worker_id, wait_s)
+        await self._shared.add_pending(hashes, worker_id, wait_s)
 
     async def purge(self, worker_id: WorkerId) -> int:
         """Drops the worker's holdings from this replica only, and re-reads them from its stream."""

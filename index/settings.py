@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+MAX_PENDING_WAIT_S = 30.0
+"""A request expected to wait longer than this keeps its pending entries no longer (the queue may
+not last that long): pending entries live at most ``pending_ttl_s`` + this."""
+
 
 @dataclass(frozen=True, slots=True)
 class IndexSettings:
@@ -11,7 +15,8 @@ class IndexSettings:
 
     ``timeout_s`` bounds every backend call (after it, :class:`IndexUnavailableError`);
     ``heartbeat_ttl_s`` is how long a worker stays live after its last heartbeat;
-    ``pending_ttl_s`` is how long a gateway's own routing decision is remembered;
+    ``pending_ttl_s`` is how long a routing decision's pending entries outlive the wait its request
+    is expected to have before the worker computes them (:meth:`pending_ms`);
     ``key_slack_s`` is how long Redis keys outlive the last expiry they hold (self-healing TTL);
     ``namespace`` prefixes every Redis key, so deployments can share one Redis;
     ``groups``: workers are spread over this many Redis key groups (each one hash slot of a Redis
@@ -35,3 +40,11 @@ class IndexSettings:
             raise ValueError("groups must be in 1..4096 and resync_slice positive")
         if not self.namespace or any(c in self.namespace for c in " {}"):
             raise ValueError("namespace must be non-empty, without spaces or braces")
+
+    def pending_ms(self, wait_s: float = 0.0) -> int:
+        """Milliseconds a pending entry lives: ``pending_ttl_s`` after ``wait_s``, the time its
+        request is expected to wait before the worker computes its chunks (clamped to 0 ..
+        :data:`MAX_PENDING_WAIT_S`; a NaN counts as 0). A prompt queued behind others is still
+        going to be computed there: every gateway should follow it until it is stored."""
+        wait = min(max(wait_s, 0.0), MAX_PENDING_WAIT_S) if wait_s == wait_s else 0.0
+        return round((self.pending_ttl_s + wait) * 1000)

@@ -18,10 +18,11 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
+from kvgate.index.settings import MAX_PENDING_WAIT_S
 from kvgate.index.types import LookupResult
 from kvgate.proto.ids import ChunkHash, Tier, WorkerId
 
-MAX_WAIT_S = 30.0  # an expected wait longer than this keeps an entry no longer (the queue may not be)
+MAX_WAIT_S = MAX_PENDING_WAIT_S  # an expected wait longer than this keeps an entry no longer, as in the index
 MAX_ENTRIES = 500_000  # past this, the least recently recorded entries go first (bounded memory)
 
 

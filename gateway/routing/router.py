@@ -97,6 +97,11 @@ class Router:
         self._inflight: dict[WorkerId, dict[int, tuple[int, int]]] = {}  # ticket -> (routed at ms, tokens)
         self._writes: set[asyncio.Task[None]] = set()  # pending-entry writes still in flight
 
+    @property
+    def config(self) -> RoutingConfig:
+        """The cost model's settings: the policy's, or the defaults for a policy without them."""
+        return self._config
+
     async def route(
         self,
         hashes: Sequence[ChunkHash],
@@ -118,7 +123,8 @@ class Router:
         self._inflight.setdefault(decision.worker_id, {})[ticket] = (self._clock.now_ms(), uncached)
         self._placed.add(decision.worker_id, uncached)
         self._fleet.touch(decision.worker_id)
-        self._local.record(hashes, decision.worker_id, decision.estimated_ttft_s or 0.0)
+        wait_s = decision.estimated_ttft_s or 0.0  # pending until then, here and on every gateway
+        self._local.record(hashes, decision.worker_id, wait_s)
         if self._learning_policy is not None:
             now_ms = self._clock.now_ms()
             self._learning_policy.learn(tuple(hashes), decision.worker_id, now_ms)
@@ -133,7 +139,7 @@ class Router:
             self._presumption.made(ticket, routed.presumed[1])
         to_compute = list(hashes[decision.matched_chunks :])  # what the chosen worker does not hold yet
         if not routed.degraded and to_compute:
-            task = asyncio.create_task(self._mark_pending(to_compute, decision.worker_id))
+            task = asyncio.create_task(self._mark_pending(to_compute, decision.worker_id, wait_s))
             self._writes.add(task)
             task.add_done_callback(self._writes.discard)
         return replace(routed, ticket=ticket)
@@ -216,9 +222,9 @@ class Router:
         except IndexUnavailableError:
             return None
 
-    async def _mark_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId) -> None:
+    async def _mark_pending(self, hashes: Sequence[ChunkHash], worker_id: WorkerId, wait_s: float) -> None:
         with contextlib.suppress(IndexUnavailableError):  # a lost hint costs a scattered burst at most
-            await self._index.add_pending(hashes, worker_id)
+            await self._index.add_pending(hashes, worker_id, wait_s)
 
     def _request(
         self,

@@ -99,7 +99,7 @@ async def _up(settings: ClusterSettings, session: RaySession) -> int:
     stop = stop_on_signals()
     async with _index(settings) as (index, redis):
         embedded = settings.redis_url is None
-        feed = EventFeed(index, tls=settings.tls, secret=settings.cache.secret) if embedded else None
+        feed = _feed(index, settings) if embedded else None
         async with _pool(settings, session, feed, stop) as ready:
             try:
                 if ready:
@@ -176,7 +176,7 @@ async def _index(settings: ClusterSettings) -> AsyncIterator[tuple[PrefixIndex, 
     else:
         shared = await open_shared_index(settings.redis_url, index_settings, SystemClock())
         replica = MemoryPrefixIndex(index_settings, SystemClock())
-        feed = EventFeed(replica, tls=settings.tls, secret=settings.cache.secret)
+        feed = _feed(replica, settings)
         index = ReplicatedIndex(shared, replica, feed, settings.cache.secret)
         redis = shared.client
     try:
@@ -203,6 +203,13 @@ async def _serve(
         await serve_gateway(gateway, settings.host, settings.port, settings.grpc_port, stop, ready)
     finally:
         say("gateway stopped")
+
+
+def _feed(index: PrefixIndex, settings: ClusterSettings) -> EventFeed:
+    """The workers' event streams into ``index``: admissions keep their chunks pending for the
+    prefill queue they report, at the rate the gateway's routing assumes."""
+    rate = _gateway_settings(settings).routing.prefill_tokens_per_s
+    return EventFeed(index, tls=settings.tls, secret=settings.cache.secret, prefill_tokens_per_s=rate)
 
 
 def _gateway_settings(settings: ClusterSettings) -> GatewaySettings:

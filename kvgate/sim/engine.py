@@ -48,6 +48,7 @@ from kvgate.common.clock import ManualClock
 from kvgate.gateway.routing.router import Router
 from kvgate.gateway.routing.types import Routed, RoutingPolicy
 from kvgate.index import IndexSettings, MemoryPrefixIndex, WorkerStatus
+from kvgate.index.admission import admission_wait_s
 from kvgate.proto.events import Admission, EventBatch
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.workers import WorkerLoad
@@ -93,7 +94,8 @@ class _Gateway:
             await self.index.heartbeat(item.info.worker_id, item.info.epoch, item.load)
         elif isinstance(item, Admission):
             if item.pending:
-                await self.index.add_pending(item.pending, item.worker_id)
+                wait_s = admission_wait_s(item.load, self.router.config.prefill_tokens_per_s)
+                await self.index.add_pending(item.pending, item.worker_id, wait_s)
             await self.index.heartbeat(item.worker_id, item.epoch, item.load)
         elif not (result := await self.index.apply(item)).ok:
             raise RuntimeError(f"{item.worker_id}: the index refused batch {item.seq}: {result.status}")

@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from kvgate.common.clock import SystemClock
+from kvgate.common.clock import ManualClock, SystemClock
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.index.event_feed import EventFeed
 from kvgate.proto.ids import Tier, WorkerId
@@ -162,6 +162,33 @@ async def test_a_request_admitted_by_the_worker_is_pending_there_with_its_load_b
                 assert later.load == admitted.load
             await read_generation(call)
         await eventually(lambda: _tiers(index, ids, Tier.GPU.value * 2))
+    finally:
+        await feed.close()
+
+
+async def test_an_admission_keeps_its_chunks_pending_while_the_queue_it_reports_is_computed(
+    start_worker: StartWorker,
+) -> None:
+    """The admission reports 300 prefill tokens waiting (the request's own); at the 100 tokens/s
+    this feed assumes that is 3 s, so the chunks stay pending for ``pending_ttl_s`` + 3 s on the
+    index's clock, not ``pending_ttl_s`` alone: other gateways follow the run while it waits."""
+    clock = ManualClock()
+    index = MemoryPrefixIndex(IndexSettings(heartbeat_ttl_s=60.0), clock)
+    worker = await start_worker()
+    feed = EventFeed(index, poll_s=0.05, retry_s=(0.05, 0.2), secret=CACHE.secret, prefill_tokens_per_s=100.0)
+    ids = prompt(300)  # two full chunks
+    try:
+        feed.follow(worker.info.address)
+        await eventually(lambda: feed.states[worker.info.address].synced)
+        async with client(worker.info.address) as stub:
+            async with stalled(engine_loop(worker)):
+                call = stub.Generate(generate_request(ids, "r"))
+                await eventually(lambda: _tiers(index, ids, Tier.PENDING.value * 2))
+                clock.advance(IndexSettings().pending_ttl_s + 2.5)
+                assert await _tiers(index, ids, Tier.PENDING.value * 2)
+                clock.advance(1.0)
+                assert (await index.lookup(hashes_of(ids))).match_for(W) is None
+            await read_generation(call)
     finally:
         await feed.close()
 

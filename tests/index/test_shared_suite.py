@@ -7,6 +7,7 @@ import dataclasses
 import pytest
 
 from kvgate.index import ApplyStatus, DuplicateWorkerError, StaleEpochError
+from kvgate.index.settings import MAX_PENDING_WAIT_S
 from kvgate.proto.events import Holding, KVEvent
 from kvgate.proto.ids import Epoch, Tier, WorkerId
 from kvgate.proto.workers import WorkerLoad
@@ -287,6 +288,37 @@ async def test_pending_entries_route_a_burst_until_they_expire(backend: Backend)
     backend.clock.advance(backend.settings.pending_ttl_s + 0.001)
     await register(backend, A, B)  # keep both live
     assert (await backend.index.lookup(hashes)).matches[A].tiers == "GG"
+
+
+async def test_a_pending_entry_lasts_the_wait_its_request_is_expected_to_have(backend: Backend) -> None:
+    """A prompt queued behind 5 s of work is still being computed there after ``pending_ttl_s``:
+    its entries last the TTL after the wait (at most ``MAX_PENDING_WAIT_S``), on every gateway."""
+    await register(backend, A, B)
+    queued, stuck = chain(0, 1), chain(7, 8)
+    await backend.index.add_pending(queued, A, wait_s=5.0)
+    await backend.index.add_pending(stuck, B, wait_s=3600.0)
+    backend.clock.advance(backend.settings.pending_ttl_s + 4.9)
+    await register(backend, A, B)
+    assert (await backend.index.lookup(queued)).matches[A].tiers == "PP"
+    backend.clock.advance(0.2)
+    assert (await backend.index.lookup(queued)).matches == {}
+    backend.clock.advance(MAX_PENDING_WAIT_S - 5.0 - 0.2)
+    await register(backend, A, B)
+    assert (await backend.index.lookup(stuck)).matches[B].tiers == "PP"
+    backend.clock.advance(0.1)
+    assert (await backend.index.lookup(stuck)).matches == {}
+
+
+async def test_a_shorter_hint_does_not_cut_a_longer_one(backend: Backend) -> None:
+    """The router's hint (its estimated wait) and the worker's admission (its reported queue) may
+    disagree: a chunk stays pending until the later of their deadlines."""
+    await register(backend, A)
+    hashes = chain(0, 1, 2)
+    await backend.index.add_pending(hashes, A, wait_s=6.0)
+    await backend.index.add_pending(hashes[1:], A)
+    backend.clock.advance(backend.settings.pending_ttl_s + 3.0)
+    await register(backend, A)
+    assert (await backend.index.lookup(hashes)).matches[A].tiers == "PPP"
 
 
 async def test_pending_entries_of_a_dead_worker_are_ignored(backend: Backend) -> None:

@@ -173,9 +173,9 @@ async def test_pending_hints_cover_only_the_chunks_the_chosen_worker_will_comput
             super().__init__(*args)  # type: ignore[arg-type]
             self.hinted: list[int] = []
 
-        async def add_pending(self, hashes, worker_id):  # type: ignore[no-untyped-def]
+        async def add_pending(self, hashes, worker_id, wait_s=0.0):  # type: ignore[no-untyped-def]
             self.hinted.append(len(hashes))
-            await super().add_pending(hashes, worker_id)
+            await super().add_pending(hashes, worker_id, wait_s)
 
     clock = ManualClock()
     index = Recording(IndexSettings(), clock)
