@@ -4,7 +4,6 @@ same prompt meanwhile follows it there instead of computing it again elsewhere."
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 
 import numpy as np
@@ -13,15 +12,13 @@ import pytest
 from kvgate.common.clock import ManualClock
 from kvgate.gateway.routing import RouteReason, get_policy
 from kvgate.gateway.routing.router import Router
-from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
+from kvgate.index import IndexSettings, PrefixIndex
 from kvgate.proto.hashing import HashRoot, chunk_hashes
-from kvgate.proto.ids import WorkerId
 from kvgate.proto.layout import DEFAULT_CHUNK_SIZE as CHUNK
-from tests.index.conftest import drop_namespace
+from tests.gateway.routing.test_router import WORKERS, routing_index
 from tests.index.helpers import LOAD, info
 
 ROOT = HashRoot(b"", "m").digest()
-WORKERS = [WorkerId(f"worker-{i}") for i in range(4)]
 TOKENS = 60_000  # about 6 s of prefill at the cost model's 10k tokens/s, on an idle worker
 
 
@@ -32,18 +29,8 @@ def clock() -> ManualClock:
 
 @pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
 async def index(request: pytest.FixtureRequest, clock: ManualClock) -> AsyncIterator[PrefixIndex]:
-    settings = IndexSettings(namespace=f"kvgate-test-{uuid.uuid4().hex[:12]}", timeout_s=2)
-    if request.param == "memory":
-        idx: PrefixIndex = MemoryPrefixIndex(settings, clock)
-    else:
-        url = request.getfixturevalue("redis_url")
-        idx = RedisPrefixIndex(redis_client(url, settings), settings, clock, server_time=False)
-    for worker in WORKERS:
-        await idx.register(info(worker), LOAD.__class__())
-    yield idx
-    await idx.close()
-    if request.param == "redis":
-        await drop_namespace(request.getfixturevalue("redis_url"), settings.namespace)
+    async with routing_index(request, clock) as idx:
+        yield idx
 
 
 def _gateway(index: PrefixIndex, clock: ManualClock) -> Router:

@@ -4,6 +4,7 @@ back to load, and in-flight work is accounted until prefill is done."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import uuid
 from collections import Counter
@@ -12,7 +13,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from kvgate.common.clock import SystemClock
+from kvgate.common.clock import Clock, SystemClock
 from kvgate.gateway.routing import RouteReason, get_policy
 from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.router import Router
@@ -28,20 +29,29 @@ ROOT = HashRoot(b"", "m").digest()
 WORKERS = [WorkerId(f"worker-{i}") for i in range(4)]
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
-async def index(request: pytest.FixtureRequest) -> AsyncIterator[PrefixIndex]:
+@contextlib.asynccontextmanager
+async def routing_index(request: pytest.FixtureRequest, clock: Clock) -> AsyncIterator[PrefixIndex]:
+    """The ``request.param`` backend ("memory" or "redis") on ``clock`` (Redis keeps its own time
+    only for the system clock), with ``WORKERS`` registered; closed, and its keys dropped, after."""
     settings = IndexSettings(namespace=f"kvgate-test-{uuid.uuid4().hex[:12]}", timeout_s=2)
     if request.param == "memory":
-        idx: PrefixIndex = MemoryPrefixIndex(settings, SystemClock())
+        idx: PrefixIndex = MemoryPrefixIndex(settings, clock)
     else:
         url = request.getfixturevalue("redis_url")
-        idx = RedisPrefixIndex(redis_client(url, settings), settings, SystemClock())
+        server_time = isinstance(clock, SystemClock)
+        idx = RedisPrefixIndex(redis_client(url, settings), settings, clock, server_time=server_time)
     for worker in WORKERS:
         await idx.register(info(worker), LOAD.__class__())
     yield idx
     await idx.close()
     if request.param == "redis":
         await drop_namespace(request.getfixturevalue("redis_url"), settings.namespace)
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+async def index(request: pytest.FixtureRequest) -> AsyncIterator[PrefixIndex]:
+    async with routing_index(request, SystemClock()) as idx:
+        yield idx
 
 
 def prompt(seed: int, tokens: int) -> np.ndarray:
