@@ -6,7 +6,10 @@
 
 ``synthetic`` is the shared Mooncake synthetic trace; ``chat``, ``agents``, ``documents`` and ``pastes``
 are made by ``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under
-``--traces-dir``). A size ``WxS`` is W workers with the arrivals sped up S times. Each cell runs
+``--traces-dir``). ``pastes_sparse``, ``pastes_loyal`` and ``pastes_busy`` are the pastes shape with
+other parameters (:data:`VARIANTS`): a conversation service's hit rate rests on how much of it is
+reusable, so the policies are also compared where little (a pooled 0.27) or more is. A size ``WxS``
+is W workers with the arrivals sped up S times. Each cell runs
 ``kvgate simulate TRACE --policy all --workers W --speed S --capacity-tokens C --seed N --json`` in a
 subprocess (``--jobs`` at a time). Writes ``NAME.json`` (every policy of every cell) and ``NAME.md``:
 per cell, kvgate's hit rate against the best peer's and the pooled cache's, its imbalance, and its TTFT
@@ -30,6 +33,12 @@ from bench.gateway import _commit
 SYNTHETIC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "synthetic_trace.jsonl"
 PEERS = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
 TRACES = ("synthetic", "chat", "agents", "documents", "pastes")
+VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "pastes_sparse": ("pastes", ("--turns", "1.4", "--paste-tokens", "12000")),  # pooled ~0.27
+    "pastes_loyal": ("pastes", ("--system-prompts", "300", "--turns", "2.2")),  # longer, fewer prompts
+    "pastes_busy": ("pastes", ("--conversations", "4500", "--paste-tokens", "6000")),  # more, shorter
+}
+"""Variant traces: (shape, ``bench/workload_traces.py`` options changed from the shape's defaults)."""
 KEYS = ("hit_rate", "imbalance", "ttft_p50_s", "ttft_p99_s")
 
 
@@ -40,7 +49,8 @@ def _trace(name: str, seed: int, folder: Path) -> str:
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         script = Path(__file__).resolve().parent / "workload_traces.py"
-        command = [sys.executable, str(script), str(path), "--shape", name, "--seed", str(seed)]
+        shape, options = VARIANTS.get(name, (name, ()))
+        command = [sys.executable, str(script), str(path), "--shape", shape, "--seed", str(seed), *options]
         subprocess.run(command, check=True, capture_output=True)
     return str(path)
 
@@ -118,9 +128,9 @@ def main() -> int:
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     parser.add_argument("--traces-dir", default="/tmp/kvgate-traces", help="where generated traces go")
     args = parser.parse_args()
-    unknown = set(args.traces.split(",")) - set(TRACES)
+    unknown = set(args.traces.split(",")) - set(TRACES) - set(VARIANTS)
     if unknown:
-        parser.error(f"unknown traces {sorted(unknown)}: choose from {', '.join(TRACES)}")
+        parser.error(f"unknown traces {sorted(unknown)}: choose from {', '.join((*TRACES, *VARIANTS))}")
     if "synthetic" in args.traces.split(",") and not SYNTHETIC.is_file():
         parser.error(f"the shared synthetic trace is not at {SYNTHETIC}")
     out = Path(args.out)
