@@ -32,13 +32,15 @@ STOP_TIMEOUT_S = 15.0
 
 @dataclass(slots=True)
 class Slot:
-    """One worker slot: its actor handle, the incarnation last seen started (None before), and the
-    error of its last failed start (cleared by a success)."""
+    """One worker slot: its actor handle, whether Ray has started its process (``process_up``),
+    the incarnation last seen started (None before), and the error of its last failed start
+    (cleared by a success)."""
 
     spec: ActorSpec
     actor: Any
     info: WorkerInfo | None = None
     error: BaseException | None = None
+    process_up: bool = False
 
 
 class WorkerPool:
@@ -74,11 +76,22 @@ class WorkerPool:
             if now - began > timeout_s:
                 raise TimeoutError(f"workers not ready after {timeout_s:.0f} s")
             if now >= next_report:
-                ready = sum(1 for s in self.slots if s.info)
-                say(f"{ready}/{len(self.slots)} workers ready ({now - began:.0f} s; loading the model)")
+                say(f"{self._progress()} ({now - began:.0f} s; {self._stages()})")
                 next_report = now + report_s
             await asyncio.sleep(0.1)
         return [s.info for s in self.slots if s.info is not None]
+
+    def _progress(self) -> str:
+        return f"{sum(1 for s in self.slots if s.info)}/{len(self.slots)} workers ready"
+
+    def _stages(self) -> str:
+        """Where the slots not ready yet are: waiting for Ray to start their process (on a busy
+        machine Ray's start and each process's imports take most of a minute), or loading the model."""
+        waiting = [s for s in self.slots if s.info is None]
+        starting = sum(1 for s in waiting if not s.process_up)
+        loading = len(waiting) - starting
+        stages = [f"{starting} starting their process"] if starting else []
+        return ", ".join(stages + ([f"{loading} loading the model"] if loading else []))
 
     async def stop(self) -> None:
         """Ends the supervisors, stops every worker (bounded), then kills the actors without restart.
@@ -100,6 +113,9 @@ class WorkerPool:
             log.warning("%s did not stop cleanly: %r", slot.spec.config.worker_id, exc)
 
     async def _supervise(self, slot: Slot) -> None:
+        with contextlib.suppress(RayError):  # a process that dies starting: the loop below says why
+            await slot.actor.__ray_ready__.remote()  # answers once Ray has built the actor
+            slot.process_up = True
         while True:
             try:
                 info = await slot.actor.start.remote()

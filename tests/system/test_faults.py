@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.redis_server import RedisServer
 from tests.system.test_up import TINY, chat
-from tests.system.up_process import UpProcess, wait_for
+from tests.system.up_process import READY_S, UpProcess, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.redis]
 
@@ -29,7 +29,7 @@ def test_requests_survive_a_redis_outage_and_cache_routing_resumes(
     args = ["--model", str(tiny_chat_model), "--model-name", "tiny", *TINY, "--redis-url", private_redis.url]
     process = UpProcess(args)
     try:
-        process.wait_healthy(timeout_s=90)
+        process.wait_healthy(timeout_s=READY_S)
         client = openai.OpenAI(base_url=f"{process.base_url}/v1", api_key="unused", max_retries=0)
         home = ask(client, "warm").model_extra["kvgate"]["worker"]
         wait_for(lambda: ask(client, "hit?").model_extra["kvgate"]["route_reason"] == "cache_hit", 20)

@@ -21,7 +21,7 @@ import pytest
 
 from tests.common.tokenizer.default_model import smollm2_gguf
 from tests.system.test_up import _serves
-from tests.system.up_process import UpProcess, wait_for
+from tests.system.up_process import READY_S, UpProcess, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -41,7 +41,7 @@ def stack() -> Iterator[UpProcess]:
     sizing = ["--max-model-len", "2048", "--num-gpu-blocks", "256"]
     process = UpProcess(["--workers", "2", *sizing, "--policy", "prefix_affinity"])
     try:
-        process.wait_healthy(timeout_s=180)
+        process.wait_healthy(timeout_s=READY_S)
         yield process
     finally:
         if process.proc.poll() is None:

@@ -18,7 +18,7 @@ from redis.crc import key_slot
 from kvgate.index import IndexSettings
 from tests.common.tokenizer.default_model import smollm2_gguf
 from tests.support.redis_server import RedisServer
-from tests.system.up_process import UpProcess, wait_for
+from tests.system.up_process import READY_S, UpProcess, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -41,7 +41,7 @@ def tiny_up(tiny_chat_model: Path) -> Iterator[UpProcess]:
 
 
 def test_up_serves_caches_survives_a_crash_and_stops_cleanly(tiny_up: UpProcess) -> None:
-    tiny_up.wait_healthy(timeout_s=90)
+    tiny_up.wait_healthy(timeout_s=READY_S)
     assert "OPENAI_BASE_URL=" + tiny_up.base_url + "/v1" in "".join(tiny_up.stdout)
     assert "generated a deployment secret" in "".join(tiny_up.stderr)  # none was given: one machine
     client = openai.OpenAI(base_url=f"{tiny_up.base_url}/v1", api_key="unused", max_retries=0)
@@ -93,7 +93,7 @@ def test_up_with_the_default_model() -> None:
     smollm2_gguf()
     process = UpProcess(["--workers", "2", "--max-model-len", "2048", "--num-gpu-blocks", "256"])
     try:
-        process.wait_healthy(timeout_s=120)
+        process.wait_healthy(timeout_s=READY_S)
         client = openai.OpenAI(base_url=f"{process.base_url}/v1", api_key="unused", max_retries=0)
         (model,) = [m.id for m in client.models.list().data]
         assert model == "SmolLM2-135M-Instruct"
@@ -117,7 +117,7 @@ def test_up_with_a_redis_index(tiny_chat_model: Path, private_redis: RedisServer
     url = private_redis.url
     process = UpProcess(["--model", str(tiny_chat_model), "--model-name", "tiny", *TINY, "--redis-url", url])
     try:
-        process.wait_healthy(timeout_s=90)
+        process.wait_healthy(timeout_s=READY_S)
         client = openai.OpenAI(base_url=f"{process.base_url}/v1", api_key="unused", max_retries=0)
         home = client.chat.completions.create(model="tiny", messages=chat("2+2?"), max_tokens=3)
         probe = {"model": "tiny", "messages": chat("3+3?"), "max_tokens": 3}  # the worker publishes its
@@ -146,7 +146,7 @@ def test_up_on_a_redis_cluster_from_one_nodes_url(tiny_chat_model: Path, private
     process = UpProcess(["--model", str(tiny_chat_model), "--model-name", "tiny", *TINY,
                          "--redis-url", private_redis_cluster.url])  # fmt: skip
     try:
-        process.wait_healthy(timeout_s=90)
+        process.wait_healthy(timeout_s=READY_S)
         client = openai.OpenAI(base_url=f"{process.base_url}/v1", api_key="unused", max_retries=0)
         home = client.chat.completions.create(model="tiny", messages=chat("2+2?"), max_tokens=3)
         probe = {"model": "tiny", "messages": chat("3+3?"), "max_tokens": 3}

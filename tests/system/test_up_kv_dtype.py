@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from tests.system.test_up import TINY, chat
-from tests.system.up_process import UpProcess
+from tests.system.up_process import READY_S, UpProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -18,7 +18,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.ray]
 def test_up_serves_with_quantised_kv_and_reuses_it(tiny_chat_model, kv_dtype: str) -> None:
     up = UpProcess(["--model", str(tiny_chat_model), "--model-name", "tiny", *TINY, "--kv-dtype", kv_dtype])
     try:
-        up.wait_healthy(timeout_s=90)
+        up.wait_healthy(timeout_s=READY_S)
         client = openai.OpenAI(base_url=f"{up.base_url}/v1", api_key="unused", max_retries=0)
         first = client.chat.completions.create(model="tiny", messages=chat("2+2?"), max_tokens=4)
         assert first.usage.completion_tokens == 4

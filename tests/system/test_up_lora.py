@@ -14,7 +14,7 @@ import pytest
 from kvgate.common.tokenizer import load_tokenizer
 from tests.support.lora_adapters import greedy_text, make_adapters
 from tests.system.test_up import TINY, chat
-from tests.system.up_process import UpProcess
+from tests.system.up_process import READY_S, UpProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -37,7 +37,7 @@ def test_each_adapter_is_served_by_the_worker_holding_it(
     lora_up: tuple[UpProcess, dict[str, Any]], tiny_chat_model: Path
 ) -> None:
     up, references = lora_up
-    up.wait_healthy(timeout_s=90)
+    up.wait_healthy(timeout_s=READY_S)
     client = openai.OpenAI(base_url=f"{up.base_url}/v1", api_key="unused", max_retries=0)
     assert [m.id for m in client.models.list().data] == ["tiny", "tiny:sql", "tiny:support"]
     tokenizer = load_tokenizer(tiny_chat_model)

@@ -20,7 +20,7 @@ import pytest
 
 from kvgate.proto.layout import DEFAULT_CHUNK_SIZE
 from tests.system.test_up import TINY, chat
-from tests.system.up_process import UpProcess, wait_for
+from tests.system.up_process import READY_S, UpProcess, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray]
 
@@ -39,7 +39,7 @@ def client(tiny_chat_model: Path) -> Iterator[openai.OpenAI]:
     ``test_up.py``; here a stuck one is only killed)."""
     process = UpProcess(["--model", str(tiny_chat_model), "--model-name", MODEL, *TINY])
     try:
-        process.wait_healthy(timeout_s=90)
+        process.wait_healthy(timeout_s=READY_S)
         with openai.OpenAI(base_url=f"{process.base_url}/v1", api_key="unused", max_retries=0) as sdk:
             yield sdk
         process.interrupt()
