@@ -151,10 +151,7 @@ def markdown(report: dict) -> str:
         "|---|---:|---:|",
     ]
     for prompt, r in report["index_lookup"].items():
-        cells = [
-            f"{r[k]['p50_us']:.0f} / {r[k]['p99_us']:.0f}"
-            for k in ("memory", "redis_one_round_trip")
-        ]
+        cells = [f"{r[k]['p50_us']:.0f} / {r[k]['p99_us']:.0f}" for k in ("memory", "redis_one_round_trip")]
         lines.append(f"| {prompt.replace('_', ' ')} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

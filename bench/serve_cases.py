@@ -111,8 +111,9 @@ def _hf_ttft(bench: Bench, doc: np.ndarray, cold: np.ndarray, warm: np.ndarray) 
     return cold_s, hf_cached_ttft_s(bench.hf, cache, bench.on_device(warm))
 
 
-async def worker_decode(client: WorkerClient, prompts: list[np.ndarray], new_tokens: int,
-                         tries: int = 3) -> float:
+async def worker_decode(
+    client: WorkerClient, prompts: list[np.ndarray], new_tokens: int, tries: int = 3
+) -> float:
     """The worker's steady decode tokens/s over ``prompts`` sent at once. A run whose streams never all
     decoded together (on a busy host the first can finish before the last is admitted) has no steady
     window: it is run again, up to ``tries`` times, and NoSteadyWindowError follows the last."""

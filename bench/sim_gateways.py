@@ -35,7 +35,13 @@ DEFAULT_TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "syn
 
 
 def _cell(
-    trace: str, capacity: int, workers: int, speed: float, seed: int, gateways: int, events: bool,
+    trace: str,
+    capacity: int,
+    workers: int,
+    speed: float,
+    seed: int,
+    gateways: int,
+    events: bool,
     admissions: bool = True,
 ) -> dict:
     command = [

@@ -72,4 +72,3 @@ def readable_names(body: ChatCompletionRequest) -> frozenset[str] | None:
     if not body.tools or body.tool_choice == "none":
         return None
     return frozenset(t.function.name for t in body.tools)
-

@@ -83,7 +83,6 @@ def hot_limit(queue_s: Sequence[float], config: RoutingConfig) -> float:
     return max(config.hot_spot_factor * fmean(queue_s), config.hot_spot_floor_s)
 
 
-
 def occupancy(candidates: Sequence[Candidate]) -> float | None:
     """The mean share of the candidates' GPU-tier blocks that hold KV (a sequence's, or a cached
     chunk's), over those reporting a GPU tier; None when none does. O(n)."""

@@ -124,4 +124,3 @@ class _Prober:
         if first is not None:
             return first
         raise RuntimeError("the stream ended without an event")
-

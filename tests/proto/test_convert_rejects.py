@@ -83,15 +83,27 @@ INVALID_SAMPLING = [
     pytest.param(dict(top_p=0.0), "top_p", id="zero-top-p"),
     pytest.param(dict(top_p=1.5), "top_p", id="top-p-above-one"),
     pytest.param(dict(stop=["ok", ""]), "stop", id="empty-stop-string"),
-    pytest.param(dict(constraint=common_pb2.OutputConstraint(spec="{}")), "constraint kind",
-                 id="constraint-kind-unspecified"),
+    pytest.param(
+        dict(constraint=common_pb2.OutputConstraint(spec="{}")),
+        "constraint kind",
+        id="constraint-kind-unspecified",
+    ),
     pytest.param(dict(constraint=common_pb2.OutputConstraint(kind=1)), "non-empty", id="constraint-empty"),
-    pytest.param(dict(constraint=common_pb2.OutputConstraint(kind=1, spec="{oops")), "not valid JSON",
-                 id="constraint-not-json"),
-    pytest.param(dict(constraint=common_pb2.OutputConstraint(kind=1, spec="[1]")), "JSON object",
-                 id="constraint-not-an-object"),
-    pytest.param(dict(constraint=common_pb2.OutputConstraint(kind=1, spec="[" * 100_000 + "]" * 100_000)),
-                 "nested too deeply", id="constraint-nested-too-deeply"),
+    pytest.param(
+        dict(constraint=common_pb2.OutputConstraint(kind=1, spec="{oops")),
+        "not valid JSON",
+        id="constraint-not-json",
+    ),
+    pytest.param(
+        dict(constraint=common_pb2.OutputConstraint(kind=1, spec="[1]")),
+        "JSON object",
+        id="constraint-not-an-object",
+    ),
+    pytest.param(
+        dict(constraint=common_pb2.OutputConstraint(kind=1, spec="[" * 100_000 + "]" * 100_000)),
+        "nested too deeply",
+        id="constraint-nested-too-deeply",
+    ),
 ]
 
 

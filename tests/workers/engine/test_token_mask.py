@@ -67,8 +67,12 @@ def ids_of(tokenizer: Tokenizer, text: str) -> list[int]:
 
 def test_llguidance_fills_each_rows_mask_from_its_own_state(byte_tokenizer: Tokenizer) -> None:
     compiler = GrammarCompiler(byte_tokenizer, 320, ())
-    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"],
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+        "additionalProperties": False,
+    }
     grammar = compiler.compile(OutputConstraint.json_schema(schema))
     start, inside = grammar.start(), grammar.start()
     for token in ids_of(byte_tokenizer, '{"n": 4'):

@@ -115,8 +115,17 @@ def _constrained(kind: int, spec: str) -> worker_pb2.GenerateRequest:
         (_constrained(common_pb2.CONSTRAINT_KIND_JSON_SCHEMA, '{"type": "str'), "not valid JSON"),
         (_constrained(common_pb2.CONSTRAINT_KIND_UNSPECIFIED, "{}"), "constraint kind"),
     ],
-    ids=["empty-prompt", "prompt-too-long", "out-of-vocab", "no-request-id", "temperature", "top-p",
-         "uncompilable-schema", "schema-not-json", "constraint-kind-unset"],
+    ids=[
+        "empty-prompt",
+        "prompt-too-long",
+        "out-of-vocab",
+        "no-request-id",
+        "temperature",
+        "top-p",
+        "uncompilable-schema",
+        "schema-not-json",
+        "constraint-kind-unset",
+    ],
 )
 async def test_bad_requests_are_invalid_argument(
     start_worker: StartWorker, request_: worker_pb2.GenerateRequest, fragment: str
