@@ -4,6 +4,7 @@ follows its next incarnation."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import AsyncIterator
 
@@ -13,6 +14,7 @@ from kvgate.common.clock import ManualClock, SystemClock
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.index.event_feed import EventFeed
 from kvgate.proto.ids import Tier, WorkerId
+from kvgate.workers.service import WorkerServer
 from tests.support.real_workers import StartWorker
 from tests.workers.model.conftest import one_torch_thread  # noqa: F401 -- autouse: a real engine runs here
 from tests.workers.service.helpers import (
@@ -150,17 +152,11 @@ async def test_a_request_admitted_by_the_worker_is_pending_there_with_its_load_b
     feed = EventFeed(index, poll_s=0.05, retry_s=(0.05, 0.2), secret=CACHE.secret)
     ids = prompt(300)  # two full chunks
     try:
-        feed.follow(worker.info.address)
-        await eventually(lambda: feed.states[worker.info.address].synced)
-        async with client(worker.info.address) as stub:
-            async with stalled(engine_loop(worker)):
-                call = stub.Generate(generate_request(ids, "r"))
-                await eventually(lambda: _tiers(index, ids, Tier.PENDING.value * 2))
-                [admitted] = await index.workers()
-                assert (admitted.load.waiting_seqs, admitted.load.waiting_prefill_tokens) == (1, 300)
-                [later] = await eventually(lambda: _reported_after(index, admitted.heartbeat_at_ms))
-                assert later.load == admitted.load
-            await read_generation(call)
+        async with _admitted_while_stalled(worker, feed, index, ids):
+            [admitted] = await index.workers()
+            assert (admitted.load.waiting_seqs, admitted.load.waiting_prefill_tokens) == (1, 300)
+            [later] = await eventually(lambda: _reported_after(index, admitted.heartbeat_at_ms))
+            assert later.load == admitted.load
         await eventually(lambda: _tiers(index, ids, Tier.GPU.value * 2))
     finally:
         await feed.close()
@@ -178,19 +174,31 @@ async def test_an_admission_keeps_its_chunks_pending_while_the_queue_it_reports_
     feed = EventFeed(index, poll_s=0.05, retry_s=(0.05, 0.2), secret=CACHE.secret, prefill_tokens_per_s=100.0)
     ids = prompt(300)  # two full chunks
     try:
-        feed.follow(worker.info.address)
-        await eventually(lambda: feed.states[worker.info.address].synced)
-        async with client(worker.info.address) as stub:
-            async with stalled(engine_loop(worker)):
-                call = stub.Generate(generate_request(ids, "r"))
-                await eventually(lambda: _tiers(index, ids, Tier.PENDING.value * 2))
-                clock.advance(IndexSettings().pending_ttl_s + 2.5)
-                assert await _tiers(index, ids, Tier.PENDING.value * 2)
-                clock.advance(1.0)
-                assert (await index.lookup(hashes_of(ids))).match_for(W) is None
-            await read_generation(call)
+        async with _admitted_while_stalled(worker, feed, index, ids):
+            clock.advance(IndexSettings().pending_ttl_s + 2.5)
+            assert await _tiers(index, ids, Tier.PENDING.value * 2)
+            clock.advance(1.0)
+            assert (await index.lookup(hashes_of(ids))).match_for(W) is None
     finally:
         await feed.close()
+
+
+@contextlib.asynccontextmanager
+async def _admitted_while_stalled(
+    worker: WorkerServer, feed: EventFeed, index: MemoryPrefixIndex, ids: list[int]
+) -> AsyncIterator[None]:
+    """The feed follows ``worker`` (synced); a request for ``ids`` sent straight to the worker, as
+    another gateway would, is admitted while its engine runs no step: the block runs once the
+    request's chunks are pending in ``index``; afterwards the engine runs again and the generation
+    is read to its end."""
+    feed.follow(worker.info.address)
+    await eventually(lambda: feed.states[worker.info.address].synced)
+    async with client(worker.info.address) as stub:
+        async with stalled(engine_loop(worker)):
+            call = stub.Generate(generate_request(ids, "r"))
+            await eventually(lambda: _tiers(index, ids, Tier.PENDING.value * 2))
+            yield
+        await read_generation(call)
 
 
 async def _tiers(index: MemoryPrefixIndex, ids: list[int], tiers: str) -> bool:
