@@ -114,7 +114,7 @@ class WorkerPool:
 
     async def _supervise(self, slot: Slot) -> None:
         with contextlib.suppress(RayError):  # a process that dies starting: the loop below says why
-            await slot.actor.__ray_ready__.remote()  # answers once Ray has built the actor
+            await slot.actor.info.remote()  # answers (None) once Ray has started the actor's process
             slot.process_up = True
         while True:
             try:

@@ -30,12 +30,11 @@ class _Actor:
     def __init__(self, worker_id: str) -> None:
         self.built, self.loaded = asyncio.Event(), asyncio.Event()
         info = WorkerInfo(worker_id, 1, "127.0.0.1:1", "layout", "tiny")
-        self.__ray_ready__ = _Method(self._ready)
+        self.info = _Method(self._ready)
         self.start = _Method(lambda: self._start(info))
 
-    async def _ready(self) -> bool:
-        await self.built.wait()
-        return True
+    async def _ready(self) -> None:
+        await self.built.wait()  # no registration record before start
 
     async def _start(self, info: WorkerInfo) -> WorkerInfo:
         await self.loaded.wait()
