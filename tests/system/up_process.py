@@ -27,7 +27,7 @@ READY_S = 180.0
 """How long a started ``kvgate up`` gets to answer /health. Ray's start, each worker process's imports
 and its model build are CPU-bound: alone on 2 cores they take 20-40 s; with both cores busy elsewhere
 (two spinning processes) Ray took 40-55 s to start the worker processes, which took 40 s more to build
-a tiny model, and /health answered after 89-91 s."""
+a tiny model, and /health answered after 89-97 s."""
 
 
 class UpProcess:
