@@ -113,11 +113,11 @@ class WorkerPool:
             log.warning("%s did not stop cleanly: %r", slot.spec.config.worker_id, exc)
 
     async def _supervise(self, slot: Slot) -> None:
-        with contextlib.suppress(RayError):  # a process that dies starting: the loop below says why
-            await slot.actor.info.remote()  # answers (None) once Ray has started the actor's process
-            slot.process_up = True
         while True:
             try:
+                if not slot.process_up:  # info() answers (None) once Ray has started the process
+                    await slot.actor.info.remote()
+                    slot.process_up = True
                 info = await slot.actor.start.remote()
                 slot.error = None
             except RayTaskError as exc:  # the start itself failed (e.g. the model did not load)

@@ -1,6 +1,6 @@
 """``kvgate up``'s progress while its workers start (``WorkerPool``): each slot not ready yet is
 said to be waiting for Ray to start its process, then loading the model, so a person watching a
-busy machine sees which of the two takes the time."""
+busy machine sees which of the two takes the time (a process Ray had to start again included)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from ray.exceptions import RayActorError
 
 from kvgate.cluster.worker_pool import Slot, WorkerPool
 from kvgate.proto.workers import WorkerInfo
@@ -27,13 +28,17 @@ class _Actor:
     """An actor whose process is built when ``built`` is set and whose model is loaded when
     ``loaded`` is, as Ray's handle is called (``actor.method.remote()`` awaited)."""
 
-    def __init__(self, worker_id: str) -> None:
+    def __init__(self, worker_id: str, dies_first: bool = False) -> None:
         self.built, self.loaded = asyncio.Event(), asyncio.Event()
+        self._dies_first = dies_first  # its first process dies before it answers (Ray restarts it)
         info = WorkerInfo(worker_id, 1, "127.0.0.1:1", "layout", "tiny")
         self.info = _Method(self._ready)
         self.start = _Method(lambda: self._start(info))
 
     async def _ready(self) -> None:
+        if self._dies_first:
+            self._dies_first = False
+            raise RayActorError()
         await self.built.wait()  # no registration record before start
 
     async def _start(self, info: WorkerInfo) -> WorkerInfo:
@@ -52,7 +57,7 @@ async def test_progress_says_which_slots_wait_for_a_process_and_which_load(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     pool = WorkerPool(poll_s=0.01)
-    actors = [_Actor("worker-0"), _Actor("worker-1")]
+    actors = [_Actor("worker-0"), _Actor("worker-1", dies_first=True)]
     spec = SimpleNamespace(config=SimpleNamespace(worker_id="w"))
     pool.slots = [Slot(spec, actor) for actor in actors]  # type: ignore[arg-type]
     tasks = [asyncio.create_task(pool._supervise(slot)) for slot in pool.slots]
