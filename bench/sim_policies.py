@@ -34,7 +34,7 @@ SYNTHETIC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "synthet
 PEERS = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
 TRACES = ("synthetic", "chat", "agents", "documents", "pastes")
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
-    "pastes_sparse": ("pastes", ("--turns", "1.4", "--paste-tokens", "12000")),  # pooled ~0.27
+    "pastes_sparse": ("pastes", ("--turns", "1.4", "--paste-tokens", "12000")),  # pooled 0.27-0.29
     "pastes_loyal": ("pastes", ("--system-prompts", "300", "--turns", "2.2")),  # longer, fewer prompts
     "pastes_busy": ("pastes", ("--conversations", "4500", "--paste-tokens", "6000")),  # more, shorter
 }

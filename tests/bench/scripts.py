@@ -31,3 +31,15 @@ def run_script(module: str, *args: str, timeout_s: float = 240.0) -> subprocess.
 def positive(value: Any) -> bool:
     """A finite number above 0 (what every timing and rate of a benchmark must be)."""
     return isinstance(value, int | float) and math.isfinite(value) and value > 0
+
+
+def reused_tokens(records: list[dict[str, Any]], block_tokens: int = 512) -> list[int]:
+    """Per Mooncake trace record, the prompt tokens an unlimited cache reuses: its leading blocks
+    that earlier records already held (capped at its length)."""
+    seen: set[int] = set()
+    reused = []
+    for r in records:
+        held = next((i for i, h in enumerate(r["hash_ids"]) if h not in seen), len(r["hash_ids"]))
+        reused.append(min(held * block_tokens, r["input_length"]))
+        seen.update(r["hash_ids"])
+    return reused

@@ -10,18 +10,13 @@ from pathlib import Path
 import pytest
 
 from bench.sim_policies import VARIANTS, _trace
+from tests.bench.scripts import reused_tokens
 
 
 def _reusable(path: str) -> float:
-    """The share of prompt tokens an unlimited cache reuses (each prompt's blocks seen before)."""
-    seen: set[int] = set()
-    reused = total = 0
-    for line in Path(path).read_text().splitlines():
-        r = json.loads(line)
-        held = next((i for i, h in enumerate(r["hash_ids"]) if h not in seen), len(r["hash_ids"]))
-        reused, total = reused + min(held * 512, r["input_length"]), total + r["input_length"]
-        seen.update(r["hash_ids"])
-    return reused / total
+    """The share of the trace's prompt tokens an unlimited cache reuses."""
+    records = [json.loads(line) for line in Path(path).read_text().splitlines()]
+    return sum(reused_tokens(records)) / sum(r["input_length"] for r in records)
 
 
 def test_sparse_and_loyal_variants_reuse_less_and_more_than_the_default(tmp_path: Path) -> None:

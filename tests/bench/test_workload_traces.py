@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.bench.scripts import run_script
+from tests.bench.scripts import reused_tokens, run_script
 
 SMALL = {  # a few sessions of each shape: seconds to write
     "chat": ("--conversations", "40"),
@@ -45,15 +45,9 @@ def test_pastes_reuse_little_beyond_a_conversation_s_own_turns(tmp_path: Path) -
     reuses is mostly a conversation's earlier turns (a follow-up starts with its whole first
     prompt)."""
     records = _trace(tmp_path, "pastes", 0)
-    seen: set[int] = set()
-    reused = total = follow_ups = 0
-    for r in records:
-        held = next((i for i, h in enumerate(r["hash_ids"]) if h not in seen), len(r["hash_ids"]))
-        reuse = min(held * 512, r["input_length"])
-        reused, total = reused + reuse, total + r["input_length"]
-        follow_ups += reuse >= 0.8 * r["input_length"]
-        seen.update(r["hash_ids"])
-    assert 0.3 < reused / total < 0.5
+    reused = reused_tokens(records)
+    assert 0.3 < sum(reused) / sum(r["input_length"] for r in records) < 0.5
+    follow_ups = sum(u >= 0.8 * r["input_length"] for u, r in zip(reused, records, strict=True))
     assert follow_ups > len(records) / 4
 
 
