@@ -3,8 +3,14 @@
     python bench/sim_policies.py [--traces synthetic,chat,agents,documents,pastes]
                                  [--sizes 8x1,64x8,256x32] [--capacities 1000000,300000]
                                  [--seeds 0,1,2] [--jobs 2] [--out bench/results] [--name sim_policies]
+                                 [--recorded NAME=PATH]
 
-``synthetic`` is the shared Mooncake synthetic trace; ``chat``, ``agents``, ``documents`` and ``pastes``
+``synthetic`` is the shared Mooncake synthetic trace; ``mooncake_conversation`` is the multi-turn
+conversation trace published with it (kvcache-ai/Mooncake, Apache-2.0,
+``FAST25-release/traces/conversation_trace.jsonl``: 12,031 requests of a real chat service over an
+hour, every prompt opening with one shared 512-token block), read from beside the synthetic trace
+or from ``--recorded mooncake_conversation=PATH``. A recorded trace is one fixed file: its seed
+fixes only the simulation's request keys (tie-breaks). ``chat``, ``agents``, ``documents`` and ``pastes``
 are made by ``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under
 ``--traces-dir``). ``pastes_sparse``, ``pastes_loyal`` and ``pastes_busy`` are the pastes shape with
 other parameters (:data:`VARIANTS`): a conversation service's hit rate rests on how much of it is
@@ -30,7 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gateway import _commit
 
-SYNTHETIC = Path(__file__).resolve().parents[2] / "shared" / "traces" / "synthetic_trace.jsonl"
+SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
+SYNTHETIC = SHARED_TRACES / "synthetic_trace.jsonl"
+RECORDED = {"synthetic": SYNTHETIC, "mooncake_conversation": SHARED_TRACES / "conversation_trace.jsonl"}
+"""Traces recorded elsewhere (not generated): name -> where they are read from by default."""
 PEERS = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
 TRACES = ("synthetic", "chat", "agents", "documents", "pastes")
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -42,9 +51,11 @@ VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
 KEYS = ("hit_rate", "imbalance", "ttft_p50_s", "ttft_p99_s")
 
 
-def _trace(name: str, seed: int, folder: Path) -> str:
-    if name == "synthetic":
-        return str(SYNTHETIC)
+def _trace(name: str, seed: int, folder: Path, recorded: dict[str, Path] = RECORDED) -> str:
+    """The path of trace ``name`` for ``seed``: a recorded trace's file, else the generated one under
+    ``folder`` (written on first use)."""
+    if name in recorded:
+        return str(recorded[name])
     path = folder / f"{name}_{seed}.jsonl"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -53,6 +64,25 @@ def _trace(name: str, seed: int, folder: Path) -> str:
         command = [sys.executable, str(script), str(path), "--shape", shape, "--seed", str(seed), *options]
         subprocess.run(command, check=True, capture_output=True)
     return str(path)
+
+
+def _recorded(options: list[str], traces: list[str]) -> dict[str, Path]:
+    """The recorded traces' paths, ``RECORDED`` overridden by ``NAME=PATH`` options; ValueError for
+    an unknown trace name or a recorded trace that ``traces`` asks for and is not there."""
+    known = tuple(dict.fromkeys((*TRACES, *VARIANTS, *RECORDED)))
+    unknown = sorted(set(traces) - set(known))
+    if unknown:
+        raise ValueError(f"unknown traces {unknown}: choose from {', '.join(known)}")
+    paths = dict(RECORDED)
+    for option in options:
+        name, _, path = option.partition("=")
+        if name not in RECORDED or not path:
+            raise ValueError(f"--recorded takes NAME=PATH with NAME one of {', '.join(RECORDED)}: {option!r}")
+        paths[name] = Path(path)
+    for name in traces:
+        if name in paths and not paths[name].is_file():
+            raise ValueError(f"recorded trace {name} is not at {paths[name]} (see the module docstring)")
+    return paths
 
 
 def _cell(trace: str, path: str, workers: int, speed: float, capacity: int, seed: int) -> dict:
@@ -127,16 +157,19 @@ def main() -> int:
     parser.add_argument("--name", default="sim_policies", help="result file name, without extension")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     parser.add_argument("--traces-dir", default="/tmp/kvgate-traces", help="where generated traces go")
+    parser.add_argument(
+        "--recorded", action="append", default=[], metavar="NAME=PATH",
+        help=f"read recorded trace NAME ({', '.join(RECORDED)}) from PATH",
+    )  # fmt: skip
     args = parser.parse_args()
-    unknown = set(args.traces.split(",")) - set(TRACES) - set(VARIANTS)
-    if unknown:
-        parser.error(f"unknown traces {sorted(unknown)}: choose from {', '.join((*TRACES, *VARIANTS))}")
-    if "synthetic" in args.traces.split(",") and not SYNTHETIC.is_file():
-        parser.error(f"the shared synthetic trace is not at {SYNTHETIC}")
+    try:
+        recorded = _recorded(args.recorded, args.traces.split(","))
+    except ValueError as error:
+        parser.error(str(error))
     out = Path(args.out)
     sizes = [(int(w), float(s)) for w, s in (size.split("x") for size in args.sizes.split(","))]
     seeds = [int(s) for s in args.seeds.split(",")]
-    cells = [(t, _trace(t, seed, Path(args.traces_dir)), w, s, int(c), seed)
+    cells = [(t, _trace(t, seed, Path(args.traces_dir), recorded), w, s, int(c), seed)
              for t in args.traces.split(",") for w, s in sizes
              for c in args.capacities.split(",") for seed in seeds]  # fmt: skip
     with ThreadPoolExecutor(args.jobs) as pool:
