@@ -10,7 +10,9 @@ conversation trace published with it (kvcache-ai/Mooncake, Apache-2.0,
 ``FAST25-release/traces/conversation_trace.jsonl``: 12,031 requests of a real chat service over an
 hour, every prompt opening with one shared 512-token block), read from beside the synthetic trace
 or from ``--recorded mooncake_conversation=PATH``. A recorded trace is one fixed file: its seed
-fixes only the simulation's request keys (tie-breaks). ``chat``, ``agents``, ``documents`` and ``pastes``
+fixes only the simulation's request keys (tie-breaks). The file is at
+https://raw.githubusercontent.com/kvcache-ai/Mooncake/main/FAST25-release/traces/conversation_trace.jsonl.
+``chat``, ``agents``, ``documents`` and ``pastes``
 are made by ``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under
 ``--traces-dir``). ``pastes_sparse``, ``pastes_loyal`` and ``pastes_busy`` are the pastes shape with
 other parameters (:data:`VARIANTS`): a conversation service's hit rate rests on how much of it is
