@@ -124,6 +124,7 @@ class WorkerPool:
                 slot.error = exc.cause if exc.cause is not None else exc
                 log.error("%s failed to start: %s", slot.spec.config.worker_id, slot.error)
             except RayError as exc:  # dead or restarting: Ray brings it back, the next call starts it
+                slot.process_up = False  # asked again: its new process answers info() once Ray started it
                 log.debug("%s unavailable: %r", slot.spec.config.worker_id, exc)
             else:
                 await self._seen(slot, info)

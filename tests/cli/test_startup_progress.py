@@ -28,9 +28,10 @@ class _Actor:
     """An actor whose process is built when ``built`` is set and whose model is loaded when
     ``loaded`` is, as Ray's handle is called (``actor.method.remote()`` awaited)."""
 
-    def __init__(self, worker_id: str, dies_first: bool = False) -> None:
+    def __init__(self, worker_id: str, dies_first: bool = False, dies_loading: bool = False) -> None:
         self.built, self.loaded = asyncio.Event(), asyncio.Event()
         self._dies_first = dies_first  # its first process dies before it answers (Ray restarts it)
+        self._dies_loading = dies_loading  # its first process dies while loading the model
         info = WorkerInfo(worker_id, 1, "127.0.0.1:1", "layout", "tiny")
         self.info = _Method(self._ready)
         self.start = _Method(lambda: self._start(info))
@@ -42,6 +43,10 @@ class _Actor:
         await self.built.wait()  # no registration record before start
 
     async def _start(self, info: WorkerInfo) -> WorkerInfo:
+        if self._dies_loading:
+            self._dies_loading = False
+            self.built.clear()  # Ray starts a new process, not built yet
+            raise RayActorError()
         await self.loaded.wait()
         return info
 
@@ -79,3 +84,25 @@ async def test_progress_says_which_slots_wait_for_a_process_and_which_load(
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def test_a_process_that_dies_while_loading_is_said_to_start_again(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pool = WorkerPool(poll_s=0.01)
+    actor = _Actor("worker-0", dies_loading=True)
+    actor.built.set()
+    spec = SimpleNamespace(config=SimpleNamespace(worker_id="w"))
+    pool.slots = [Slot(spec, actor)]  # type: ignore[arg-type]
+    task = asyncio.create_task(pool._supervise(pool.slots[0]))
+    try:
+        await eventually(lambda: not actor._dies_loading)  # the first process died loading
+        assert (await _said(pool, capsys)).endswith("s; 1 starting their process)")
+        actor.built.set()
+        await eventually(lambda: pool.slots[0].process_up)
+        assert (await _said(pool, capsys)).endswith("s; 1 loading the model)")
+        actor.loaded.set()
+        assert [info.worker_id for info in await pool.wait_ready(timeout_s=30)] == ["worker-0"]
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
