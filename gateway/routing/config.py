@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,9 @@ class RoutingConfig:
     balance_rel_threshold: float = 1.5
 
     def __post_init__(self) -> None:
+        for name, value in ((f.name, getattr(self, f.name)) for f in fields(self)):
+            if not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, not {value!r}")
         positive = ("prefill_tokens_per_s", "hot_spot_factor", "balance_rel_threshold")
         for name in positive:
             if getattr(self, name) <= 0:
@@ -113,7 +117,8 @@ class RoutingConfig:
         if self.placement_half_life_s <= 0:
             raise ValueError("placement_half_life_s must be positive")
         weights = ("compute_weight", "full_cache_weight", "copy_amortisation", "session_weight")
-        for name in (*weights, "near_tie_ratio", "near_tie_s"):
+        rest = ("swap_in_cost_ratio", "decode_step_s", "kv_pressure_penalty", "hot_spot_floor_s")
+        for name in (*weights, *rest, "near_tie_ratio", "near_tie_s", "balance_abs_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")
         if not 0 <= self.full_cache_threshold < 1:

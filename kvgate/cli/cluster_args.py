@@ -21,6 +21,7 @@ from kvgate.common.grpc_tls import TlsFiles
 from kvgate.common.models import DEFAULT_MODEL_ID, default_model_path
 from kvgate.gateway.http_api.admin import ADMIN_ENV, admin_ring
 from kvgate.gateway.routing import policy_names
+from kvgate.gateway.routing.overrides import routing_config
 from kvgate.gateway.settings import HttpTimeouts
 from kvgate.gateway.tenancy.config import ENV_VAR, key_ring
 
@@ -87,6 +88,9 @@ def add_gateway_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--port", type=int, default=HTTP_PORT, help="HTTP: OpenAI / Anthropic API")
     parser.add_argument("--grpc-port", type=int, default=GRPC_PORT, help="gRPC: kvgate.v1.KVGateway")
     parser.add_argument("--policy", default="kvgate", choices=policy_names(), help="the routing policy")
+    parser.add_argument("--routing-config", action="append", default=[], metavar="KEY=VALUE",
+                        help="a parameter of the routing cost model (repeatable), e.g. "
+                             "prefill_tokens_per_s=20000 (docs/INDEX.md, cost model parameters)")  # fmt: skip
     parser.add_argument("--api-keys", type=Path,
                         help="TOML file of tenants and their hashed API keys (default: $KVGATE_API_KEYS, "
                              "else no authentication)")  # fmt: skip
@@ -166,6 +170,7 @@ def settings_from(args: argparse.Namespace, *, local: bool = False) -> ClusterSe
         tls=tls_from(args),
         lora=tuple(getattr(args, "lora", ())),
         lora_dir=getattr(args, "lora_dir", None),
+        routing=routing_config(getattr(args, "routing_config", [])),
         **optional,
     )
 

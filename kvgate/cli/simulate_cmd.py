@@ -8,8 +8,8 @@ import sys
 import time
 
 from kvgate.gateway.routing import policy_names
+from kvgate.gateway.routing.overrides import routing_config
 from kvgate.sim.engine import Progress
-from kvgate.sim.overrides import routing_config
 from kvgate.sim.report import format_table
 from kvgate.sim.runner import resolve_policies, simulate
 from kvgate.sim.settings import SimSettings

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from kvgate.cluster.lora_spec import LoraPlacement
 from kvgate.common.grpc_tls import TlsFiles
+from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.settings import HttpTimeouts
 from kvgate.gateway.tenancy import KeyRing
 from kvgate.proto.layout import CacheLayout
@@ -57,7 +58,8 @@ class ClusterSettings:
     - ``ray_address``: join this Ray cluster (None: start a private local one, files in ``ray_temp_dir``).
     - ``host`` / ``port`` / ``grpc_port``: where the gateway listens (HTTP, gRPC).
     - ``ready_timeout_s``: how long to wait for the workers to load before giving up.
-    - ``policy``: the gateway's routing policy (``kvgate.gateway.routing.policy_names()``).
+    - ``policy``: the gateway's routing policy (``kvgate.gateway.routing.policy_names()``);
+      ``routing``: its cost model's parameters (``--routing-config KEY=VALUE``).
     - ``worker_port`` / ``worker_metrics_port``: worker i of a node serves gRPC / ``/metrics`` on the
       i-th free port from these (up to ``PORTS_PER_NODE``; 0: any free port).
     - ``keys``: the gateway's tenants and their hashed API keys (None: no authentication);
@@ -87,6 +89,7 @@ class ClusterSettings:
     grpc_port: int = 50051
     ready_timeout_s: float = 600.0
     policy: str = "kvgate"
+    routing: RoutingConfig = field(default_factory=RoutingConfig)
     worker_port: int = 0
     worker_metrics_port: int = 0
     stall_timeout_s: float = 120.0

@@ -24,6 +24,7 @@ from kvgate.common.clock import SystemClock
 from kvgate.common.tokenizer import load_tokenizer
 from kvgate.gateway.compose import build_gateway
 from kvgate.gateway.conversations import RedisResponseStore
+from kvgate.gateway.routing.overrides import routing_summary
 from kvgate.gateway.settings import GatewaySettings, Limits
 from kvgate.index import (
     IndexSettings,
@@ -219,6 +220,7 @@ def _gateway_settings(settings: ClusterSettings) -> GatewaySettings:
         settings.model_name,
         settings.cache,
         policy=settings.policy,
+        routing=settings.routing,
         limits=limits,
         keys=settings.keys,
         max_concurrent_requests=settings.max_concurrent_requests,
@@ -236,6 +238,7 @@ def _announce(settings: ClusterSettings, where: Listening) -> None:
         f"  OPENAI_BASE_URL={where.base_url} OPENAI_API_KEY={key}\n"
         f"  model: {settings.model_name}\n"
         f"  gRPC (kvgate.v1.KVGateway): {where.host}:{where.grpc_port}\n"
+        f"  routing: {routing_summary(settings.policy, settings.routing)}\n"
         "Ctrl-C stops everything.",
         flush=True,
     )

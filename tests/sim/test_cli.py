@@ -10,7 +10,7 @@ import pytest
 
 from kvgate.cli.main import main
 from kvgate.gateway.routing import policy_names
-from kvgate.sim.overrides import routing_config
+from kvgate.gateway.routing.overrides import routing_config
 from tests.sim.helpers import req, write_trace
 
 DOCUMENTED_POLICY_KEYS = {"hit_rate": float, "imbalance": float, "ttft_p50_s": float, "ttft_p99_s": float}
