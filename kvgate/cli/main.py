@@ -65,6 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"kvgate {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # a second Ctrl-C: the command's cleanup ran as the interrupt unwound
+        print(f"kvgate {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
