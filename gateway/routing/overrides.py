@@ -24,7 +24,8 @@ def routing_config(pairs: Sequence[str], base: RoutingConfig | None = None) -> R
         try:
             changes[key] = known[key](value)
         except ValueError:
-            raise ValueError(f"--routing-config {key}: not a {known[key].__name__}: {value!r}") from None
+            kind = "an integer" if known[key] is int else "a number"
+            raise ValueError(f"--routing-config {key}: not {kind}: {value!r}") from None
     try:
         return dataclasses.replace(config, **changes)
     except ValueError as exc:

@@ -1,6 +1,7 @@
 """``--help`` that shows every option's default: argparse's ``ArgumentDefaultsHelpFormatter``, minus
-the noise (no "(default: None)" or "(default: False)", nothing added to a help text that already
-says its default in words, such as "(default: one per GPU, or 2 on CPU)")."""
+the noise (no "(default: None)", "(default: False)" or a repeatable option's "(default: [])",
+nothing added to a help text that already says its default in words, such as "(default: one per
+GPU, or 2 on CPU)")."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import argparse
 
 
 class DefaultsHelpFormatter(argparse.HelpFormatter):
-    """Appends ``(default: <value>)`` to an option's help unless the default is None, False or
-    suppressed, or the help already mentions a default."""
+    """Appends ``(default: <value>)`` to an option's help unless the default is None, False, an
+    empty list or suppressed, or the help already mentions a default."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
         text = action.help or ""
@@ -19,8 +20,10 @@ class DefaultsHelpFormatter(argparse.HelpFormatter):
 
 
 def shows_default(action: argparse.Action) -> bool:
-    """Whether ``action`` has a default worth showing (an option's, not None, False or suppressed)."""
-    quiet = action.default is None or action.default is False or action.default == argparse.SUPPRESS
+    """Whether ``action`` has a default worth showing (an option's, not None, False, an empty list
+    (a repeatable option given no value) or suppressed)."""
+    default = action.default
+    quiet = default is None or default is False or default == [] or default == argparse.SUPPRESS
     return bool(action.option_strings) and not quiet and action.help != argparse.SUPPRESS
 
 

@@ -28,6 +28,12 @@ def test_every_option_with_a_default_shows_it(command: str) -> None:
             assert stated or f"(default: {action.default})" in text, (command, action.option_strings)
     assert "(default: None)" not in text
     assert "(default: False)" not in text
+    assert "(default: [])" not in text  # a repeatable option given nothing
+
+
+def test_a_zero_default_is_still_shown() -> None:
+    text = " ".join(subparsers()["simulate"].format_help().split())
+    assert "CPU tier per worker (0: none) (default: 0)" in text
 
 
 def test_up_help_as_a_user_sees_it() -> None:

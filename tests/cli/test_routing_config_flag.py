@@ -53,7 +53,7 @@ async def test_the_gateway_decides_with_them(tokenizer: Tokenizer) -> None:
     ("prefill_tokens_per_s=0", "--routing-config: prefill_tokens_per_s must be positive"),
     ("compute_weight", "--routing-config wants KEY=VALUE"),
     ("no_such_knob=1", "--routing-config wants KEY=VALUE"),
-    ("balance_abs_threshold=1.5", "--routing-config balance_abs_threshold: not a int"),
+    ("balance_abs_threshold=1.5", "--routing-config balance_abs_threshold: not an integer"),
 ])  # fmt: skip
 def test_a_bad_parameter_stops_the_command_naming_the_flag(
     pair: str, message: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch

@@ -63,7 +63,7 @@ def test_the_table_lists_the_references_and_each_policy(trace: Path, capsys: pyt
     [
         (["--policy", "nope"], "unknown routing policy 'nope'"),
         (["--routing-config", "nope=1"], "KEY=VALUE"),
-        (["--routing-config", "compute_weight=x"], "not a float"),
+        (["--routing-config", "compute_weight=x"], "not a number"),
         (["--trace-block-tokens", "256"], "is --trace-block-tokens right?"),
         (["--workers", "0"], "workers must be >= 1"),
     ],
