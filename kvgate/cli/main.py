@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as exc:
         print(f"kvgate {args.command}: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:  # a second Ctrl-C: the command's cleanup ran as the interrupt unwound
+    except KeyboardInterrupt:  # Ctrl-C (a second one where a server stops gracefully); cleanup has run
         print(f"kvgate {args.command}: interrupted", file=sys.stderr)
         return 130
 
