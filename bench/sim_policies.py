@@ -12,6 +12,13 @@ hour, every prompt opening with one shared 512-token block), read from beside th
 or from ``--recorded mooncake_conversation=PATH``. A recorded trace is one fixed file: its seed
 fixes only the simulation's request keys (tie-breaks). The file is at
 https://raw.githubusercontent.com/kvcache-ai/Mooncake/main/FAST25-release/traces/conversation_trace.jsonl.
+``mooncake_arxiv_excerpt`` is 1,000 consecutive requests (150 s, timestamps 1,178,625-1,328,245 ms;
+sha256 42af0f9a813095782299f34fff4e6df907326e3e846f25c0e9c7132b70e44cc8) of the trace of
+Mooncake's technical report (``mooncake_trace.jsonl``, a Kimi service: one shared 512-token
+opening on most chat prompts, two agent-style openings of 6k and 2.5k tokens asked for 3-50 output
+tokens), as the file ``mooncake_trace.jsonl`` that the public
+repository hiverge/dynamo holds at commit 4915d8f; read from beside the synthetic trace as
+``mooncake_trace_excerpt.jsonl`` or from ``--recorded mooncake_arxiv_excerpt=PATH``.
 ``chat``, ``agents``, ``documents`` and ``pastes``
 are made by ``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under
 ``--traces-dir``). ``pastes_sparse``, ``pastes_loyal`` and ``pastes_busy`` are the pastes shape with
@@ -40,7 +47,11 @@ from bench.gateway import _commit
 
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 SYNTHETIC = SHARED_TRACES / "synthetic_trace.jsonl"
-RECORDED = {"synthetic": SYNTHETIC, "mooncake_conversation": SHARED_TRACES / "conversation_trace.jsonl"}
+RECORDED = {
+    "synthetic": SYNTHETIC,
+    "mooncake_conversation": SHARED_TRACES / "conversation_trace.jsonl",
+    "mooncake_arxiv_excerpt": SHARED_TRACES / "mooncake_trace_excerpt.jsonl",
+}
 """Traces recorded elsewhere (not generated): name -> where they are read from by default."""
 PEERS = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
 TRACES = ("synthetic", "chat", "agents", "documents", "pastes")
