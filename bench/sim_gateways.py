@@ -4,17 +4,20 @@ without any (Redis and the event streams out of reach for the whole run), over s
     python bench/sim_gateways.py [--trace T] [--seeds 0,1,2] [--sizes 8x1,16x2,32x4] [--gateways 16]
                                  [--capacity-tokens 1000000] [--jobs 2] [--out bench/results]
                                  [--name sim_gateways] [--no-admissions-column]
+                                 [--spread-arrivals MS]
 
 For a conversation trace: ``python bench/conversation_trace.py conv.jsonl --seed N``, then
 ``--trace conv.jsonl --capacity-tokens 300000 --sizes 8x4,16x8,32x16 --name sim_gateways_conv_N``.
 
 A size ``WxS`` is W workers with the trace's arrivals sped up S times (so the load per worker stays
 about the same). Each cell runs ``kvgate simulate TRACE --policy kvgate --capacity-tokens C
---workers W --speed S --seed N --gateways G [--no-index-events] [--no-admissions] --json`` in a
-subprocess (``--jobs`` at a time). Writes ``NAME.json`` (one row per cell) and ``NAME.md`` (the ratios
-the cluster-scale targets are stated in: G gateways against 1 with events, and without events against
-with, at the same gateway count; and, unless ``--no-admissions-column``, G gateways with events but
-without admissions, against 1 gateway).
+--workers W --speed S --seed N --gateways G [--no-index-events] [--no-admissions]
+[--spread-arrivals MS] --json`` in a subprocess (``--jobs`` at a time). Writes ``NAME.json`` (one
+row per cell) and ``NAME.md`` (the ratios the cluster-scale targets are stated in: G gateways against
+1 with events, and without events against with, at the same gateway count; and, unless
+``--no-admissions-column``, G gateways with events but without admissions, against 1 gateway).
+``--spread-arrivals``: for a trace that rounds its timestamps (Mooncake's recorded traces, to about
+3 s), the requests of one step arrive over MS ms instead of at one instant.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ def _cell(
     gateways: int,
     events: bool,
     admissions: bool = True,
+    spread_ms: float = 0.0,
 ) -> dict:
     command = [
         sys.executable, "-m", "kvgate.cli.main", "simulate", trace, "--policy", "kvgate",
@@ -53,6 +57,8 @@ def _cell(
         command.append("--no-index-events")
     if not admissions:
         command.append("--no-admissions")
+    if spread_ms:
+        command += ["--spread-arrivals", str(spread_ms)]
     done = subprocess.run(command, capture_output=True, text=True, check=True)
     result = json.loads(done.stdout)["policies"]["kvgate"]
     row = {"workers": workers, "speed": speed, "seed": seed, "gateways": gateways, "events": events,
@@ -117,6 +123,8 @@ def main() -> int:
     parser.add_argument("--name", default="sim_gateways", help="result file name, without extension")
     parser.add_argument("--no-admissions-column", dest="admissions_column", action="store_false",
                         help="skip the cells of G gateways without admissions")  # fmt: skip
+    parser.add_argument("--spread-arrivals", type=float, default=0.0, metavar="MS",
+                        help="kvgate simulate's: a timestamp's requests arrive over MS ms")  # fmt: skip
     parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     args = parser.parse_args()
     sizes = [(int(w), float(s)) for w, s in (size.split("x") for size in args.sizes.split(","))]
@@ -129,10 +137,10 @@ def main() -> int:
         cells += [(args.trace, args.capacity_tokens, w, s, seed, args.gateways, True, False)
                   for w, s in sizes for seed in seeds]  # fmt: skip
     with ThreadPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(lambda c: _cell(*c), cells))
+        rows = list(pool.map(lambda c: _cell(*c, spread_ms=args.spread_arrivals), cells))
     command = "python bench/sim_gateways.py " + " ".join(sys.argv[1:])
     report = {"commit": _commit(), "command": command.strip(), "trace": Path(args.trace).name,
-              "capacity_tokens": args.capacity_tokens,
+              "capacity_tokens": args.capacity_tokens, "spread_arrivals_ms": args.spread_arrivals,
               "machine": platform.processor() or platform.machine(), "rows": rows}  # fmt: skip
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

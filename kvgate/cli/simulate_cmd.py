@@ -13,7 +13,7 @@ from kvgate.sim.engine import Progress
 from kvgate.sim.report import format_table
 from kvgate.sim.runner import resolve_policies, simulate
 from kvgate.sim.settings import SimSettings
-from kvgate.sim.trace import DEFAULT_BLOCK_TOKENS, load_trace
+from kvgate.sim.trace import DEFAULT_BLOCK_TOKENS, load_trace, spread_arrivals
 from kvgate.sim.workload import Workload
 
 HELP = "simulate routing policies on a prefix-reuse trace (Mooncake JSONL) over simulated workers"
@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--heartbeat-s", type=float, default=_DEFAULTS.heartbeat_s)
     parser.add_argument("--speed", type=float, default=1.0, help="multiply the arrival rate")
     parser.add_argument("--limit", type=int, help="replay only the first N requests")
+    parser.add_argument("--spread-arrivals", type=float, default=0.0, metavar="MS",
+                        help="the requests recorded at one timestamp arrive evenly over the MS ms that "
+                             "follow it (for traces that round their timestamps)")  # fmt: skip
     parser.add_argument("--seed", type=int, default=0, help="seed of the per-request keys")
     parser.add_argument(
         "--gateways",
@@ -75,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
         requests = load_trace(args.trace, args.trace_block_tokens, args.limit)
     except OSError as exc:
         raise ValueError(f"cannot read the trace: {exc}") from None
+    requests = spread_arrivals(requests, args.spread_arrivals)
     workload = Workload.build(requests, args.trace_block_tokens, settings.chunk_size)
     report = simulate(workload, settings, policies, routing, reporter.for_policy)
     reporter.done()

@@ -9,9 +9,10 @@ generator and AIPerf's ``mooncake_trace``; the block size is the file's, not kvg
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
-from itertools import islice
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from itertools import groupby, islice
 from pathlib import Path
 
 DEFAULT_BLOCK_TOKENS = 512
@@ -74,3 +75,21 @@ def load_trace(
     with open(path, encoding="utf-8") as lines:
         requests = list(islice(read_requests(lines, block_tokens, str(path)), limit))
     return sorted(requests, key=lambda r: r.timestamp_ms)
+
+
+def spread_arrivals(requests: Sequence[TraceRequest], window_ms: float) -> list[TraceRequest]:
+    """``requests`` (sorted by arrival) with the ``k`` recorded at one timestamp arriving evenly over
+    the ``window_ms`` that follow it, at ``i x window_ms / k`` after it in file order; 0 changes
+    nothing. A trace that rounds its timestamps (Mooncake's, to about 3 s) otherwise replays each
+    step's requests at one instant, a burst the recorded service may not have seen: one gateway
+    routes it in order, but gateway replicas each route their share of it before any hears of the
+    others'. Sorted again by arrival (stable) when a window reaches past the next timestamp."""
+    if not (math.isfinite(window_ms) and window_ms >= 0):
+        raise ValueError(f"the arrival spread must be a finite number of ms >= 0, not {window_ms!r}")
+    if window_ms == 0:
+        return list(requests)
+    spread: list[TraceRequest] = []
+    for at, same in groupby(requests, key=lambda r: r.timestamp_ms):
+        step = list(same)
+        spread += [replace(r, timestamp_ms=at + i * window_ms / len(step)) for i, r in enumerate(step)]
+    return sorted(spread, key=lambda r: r.timestamp_ms)

@@ -66,6 +66,7 @@ def test_the_table_lists_the_references_and_each_policy(trace: Path, capsys: pyt
         (["--routing-config", "compute_weight=x"], "not a number"),
         (["--trace-block-tokens", "256"], "is --trace-block-tokens right?"),
         (["--workers", "0"], "workers must be >= 1"),
+        (["--spread-arrivals", "-5"], "arrival spread must be a finite number of ms >= 0"),
     ],
 )
 def test_bad_options_are_clear_errors(
@@ -100,3 +101,21 @@ def test_the_simulator_never_imports_torch() -> None:
 def test_a_missing_trace_file_is_a_clear_error(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     assert main(["simulate", str(tmp_path / "absent.jsonl")]) == 2
     assert "cannot read the trace" in capsys.readouterr().err
+
+
+def test_spread_arrivals_replays_a_recorded_burst_over_the_window(tmp_path: Path) -> None:
+    """Four 2k-token prompts recorded at one instant queue behind each other on one worker; spread
+    over 8 s, each is computed before the next arrives."""
+    burst = write_trace(tmp_path / "burst.jsonl", [req(0, [10 * i + 1, 10 * i + 2, 10 * i + 3, 10 * i + 4])
+                                                   for i in range(4)])  # fmt: skip
+
+    def ttft_p99(*extra: str) -> float:
+        args = ["simulate", str(burst), "--workers", "1", "--policy", "kvgate", "--json", "--quiet", *extra]
+        out = subprocess.run(["kvgate", *args], capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        return json.loads(out.stdout)["policies"]["kvgate"]["ttft_p99_s"]
+
+    at_once, spread = ttft_p99(), ttft_p99("--spread-arrivals", "8000")
+    prefill_s = 2048 / 10_000
+    assert at_once > 3 * prefill_s  # the last waits for the three before it
+    assert spread < 1.5 * prefill_s

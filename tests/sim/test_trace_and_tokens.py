@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from kvgate.sim.tokens import prompt_tokens
-from kvgate.sim.trace import load_trace, parse_request
+from kvgate.sim.trace import load_trace, parse_request, spread_arrivals
 from tests.sim.helpers import BLOCK, req, workload, write_trace
 
 
@@ -16,6 +16,25 @@ def test_a_trace_loads_sorted_by_arrival_and_limited(tmp_path: Path) -> None:
     path = write_trace(tmp_path / "t.jsonl", [req(2, [1]), req(1, [2]), req(3, [3])])
     assert [r.hash_ids for r in load_trace(path)] == [(2,), (1,), (3,)]
     assert [r.hash_ids for r in load_trace(path, limit=2)] == [(2,), (1,)]
+
+
+def test_requests_recorded_at_one_timestamp_spread_evenly_over_the_window_in_file_order() -> None:
+    requests = [req(0, [1]), req(0, [2]), req(0, [3]), req(0, [4]), req(3, [5]), req(6, [6]), req(6, [7])]
+    spread = spread_arrivals(requests, 3000)
+    assert [r.hash_ids[0] for r in spread] == [1, 2, 3, 4, 5, 6, 7]
+    assert [r.timestamp_ms for r in spread] == [0, 750, 1500, 2250, 3000, 6000, 7500]
+    assert spread_arrivals(requests, 0) == requests
+
+
+def test_a_window_past_the_next_timestamp_keeps_the_spread_sorted_by_arrival() -> None:
+    spread = spread_arrivals([req(0, [1]), req(0, [2]), req(1, [3])], 4000)
+    assert [(r.hash_ids[0], r.timestamp_ms) for r in spread] == [(1, 0), (3, 1000), (2, 2000)]
+
+
+@pytest.mark.parametrize("window", [-1.0, float("nan"), float("inf")])
+def test_a_bad_arrival_spread_is_refused(window: float) -> None:
+    with pytest.raises(ValueError, match="arrival spread must be a finite number of ms >= 0"):
+        spread_arrivals([req(0, [1])], window)
 
 
 @pytest.mark.parametrize(
