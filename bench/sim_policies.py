@@ -16,9 +16,9 @@ https://raw.githubusercontent.com/kvcache-ai/Mooncake/main/FAST25-release/traces
 sha256 42af0f9a813095782299f34fff4e6df907326e3e846f25c0e9c7132b70e44cc8) of the trace of
 Mooncake's technical report (``mooncake_trace.jsonl``, a Kimi service: one shared 512-token
 opening on most chat prompts, two agent-style openings of 6k and 2.5k tokens asked for 3-50 output
-tokens), as the file ``mooncake_trace.jsonl`` that the public
-repository hiverge/dynamo holds at commit 4915d8f; read from beside the synthetic trace as
-``mooncake_trace_excerpt.jsonl`` or from ``--recorded mooncake_arxiv_excerpt=PATH``.
+tokens), as the file ``mooncake_trace.jsonl`` that the public repository hiverge/dynamo holds at
+commit 4915d8f; read from beside the synthetic trace as ``mooncake_trace_excerpt.jsonl`` or from
+``--recorded mooncake_arxiv_excerpt=PATH``.
 ``chat``, ``agents``, ``documents`` and ``pastes``
 are made by ``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under
 ``--traces-dir``). ``pastes_sparse``, ``pastes_loyal`` and ``pastes_busy`` are the pastes shape with
