@@ -15,8 +15,8 @@ https://raw.githubusercontent.com/kvcache-ai/Mooncake/main/FAST25-release/traces
 ``mooncake_arxiv_excerpt`` is 1,000 consecutive requests (150 s, timestamps 1,178,625-1,328,245 ms;
 sha256 42af0f9a813095782299f34fff4e6df907326e3e846f25c0e9c7132b70e44cc8) of the trace of
 Mooncake's technical report (``mooncake_trace.jsonl``, a Kimi service: one shared 512-token
-opening on most chat prompts, two agent-style openings of 6k and 2.5k tokens asked for 3-50 output
-tokens), as the file ``mooncake_trace.jsonl`` that the public repository hiverge/dynamo holds at
+opening on most chat prompts, two agent-style openings of 6k and 2.5k tokens, most asked for under
+40 output tokens), as the file ``mooncake_trace.jsonl`` that the public repository hiverge/dynamo holds at
 commit 4915d8f; read from beside the synthetic trace as ``mooncake_trace_excerpt.jsonl`` or from
 ``--recorded mooncake_arxiv_excerpt=PATH``.
 ``chat``, ``agents``, ``documents`` and ``pastes``
