@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("request_id", "prompt_token_ids", "sampling", "cache_salt", "adapter_id", "cache_hint", "predicted_cached_tokens", "shared_salt", "shared_tokens")
+    __slots__ = ("request_id", "prompt_token_ids", "sampling", "cache_salt", "adapter_id", "cache_hint", "predicted_cached_tokens", "shared_salt", "shared_tokens", "background")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
@@ -18,6 +18,7 @@ class GenerateRequest(_message.Message):
     PREDICTED_CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SHARED_SALT_FIELD_NUMBER: _ClassVar[int]
     SHARED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    BACKGROUND_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     sampling: _common_pb2.SamplingParams
@@ -27,7 +28,8 @@ class GenerateRequest(_message.Message):
     predicted_cached_tokens: int
     shared_salt: str
     shared_tokens: int
-    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., cache_hint: _Optional[_Union[_common_pb2.CacheHint, _Mapping]] = ..., predicted_cached_tokens: _Optional[int] = ..., shared_salt: _Optional[str] = ..., shared_tokens: _Optional[int] = ...) -> None: ...
+    background: bool
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., cache_hint: _Optional[_Union[_common_pb2.CacheHint, _Mapping]] = ..., predicted_cached_tokens: _Optional[int] = ..., shared_salt: _Optional[str] = ..., shared_tokens: _Optional[int] = ..., background: _Optional[bool] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ("tokens", "final", "choice_end")

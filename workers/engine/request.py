@@ -20,7 +20,9 @@ class EngineRequest:
     keep the leading tokens cached longer (None: the default TTL). ``predicted_cached_tokens``: the
     router's prediction, counted against the actual number for the router's accuracy (None: none).
     ``shared_salt`` / ``shared_tokens``: the first ``shared_tokens`` prompt tokens hash under the shared
-    namespace's salt instead (see :mod:`kvgate.proto.chain`; 0: none).
+    namespace's salt instead (see :mod:`kvgate.proto.chain`; 0: none). ``background``: a prefill run
+    ahead of demand (a cache warm-up): the scheduler gives it only the step budget that no other
+    request takes, and preempts it first (see :mod:`.scheduler`).
     """
 
     request_id: str
@@ -32,6 +34,7 @@ class EngineRequest:
     predicted_cached_tokens: int | None = None
     shared_salt: str = ""
     shared_tokens: int = 0
+    background: bool = False
 
     def __post_init__(self) -> None:
         if not self.request_id:

@@ -15,6 +15,11 @@ One step, decided by :meth:`Scheduler.schedule`:
 
 A preempted sequence is recomputed on readmission: its prompt becomes prompt + output so far, most of
 which is usually still cached, so greedy output is unchanged.
+
+**Background sequences** (:attr:`EngineRequest.background`: cache warm-ups) wait in a queue of their
+own and take only what a step leaves: they run after steps 1 and 2, and only once no other sequence
+waits. They sit after every other sequence in the running batch, so they are the first preempted; a
+waiting sequence is never kept out by one (the budget a background prefill would take goes to it).
 """
 
 from __future__ import annotations
@@ -58,16 +63,17 @@ class Scheduler:
         self.limits = limits
         self.kv = kv
         self.waiting: deque[Sequence] = deque()
-        self.running: list[Sequence] = []
+        self.waiting_background: deque[Sequence] = deque()
+        self.running: list[Sequence] = []  # every other sequence before the background ones
         self.num_preemptions = 0
 
     def __len__(self) -> int:
         """Sequences waiting or running."""
-        return len(self.waiting) + len(self.running)
+        return len(self.waiting) + len(self.waiting_background) + len(self.running)
 
     def add(self, seq: Sequence) -> None:
-        """Queues a new sequence last."""
-        self.waiting.append(seq)
+        """Queues a new sequence last (of the background queue for a background one)."""
+        self._queue(seq).append(seq)
 
     def add_fork(self, seq: Sequence) -> None:
         """Queues a fork of a running request first: admitted next, it finds the prompt's full blocks
@@ -77,14 +83,26 @@ class Scheduler:
     def schedule(self) -> SchedulerOutput:
         """Picks this step's work and gets its slots (see the module docstring). Call once per step,
         before ``kv.end_step()``; mutates the queues and the manager."""
-        budget = self.limits.max_tokens_per_step
         items: list[ScheduledItem] = []
-        preempted = self._schedule_running(items, budget)
-        budget -= sum(item.work.num_new for item in items)
         admitted: list[Sequence] = []
+        preempted = self._schedule_running(items, self._left(items), background=False)
         if not preempted:
-            self._schedule_waiting(items, admitted, budget)
+            self._schedule_waiting(self.waiting, items, admitted, self._left(items))
+        if not preempted and not self.waiting:  # what is left of the step is the background's
+            preempted = self._schedule_running(items, self._left(items), background=True)
+            if not preempted:
+                self._schedule_waiting(self.waiting_background, items, admitted, self._left(items))
         return SchedulerOutput(tuple(items), tuple(admitted), tuple(preempted))
+
+    def _left(self, items: list[ScheduledItem]) -> int:
+        return self.limits.max_tokens_per_step - sum(item.work.num_new for item in items)
+
+    def _queue(self, seq: Sequence) -> deque[Sequence]:
+        return self.waiting_background if seq.background else self.waiting
+
+    def _first_background(self) -> int:
+        """Where the running batch's background sequences start (its length when none runs)."""
+        return next((i for i, seq in enumerate(self.running) if seq.background), len(self.running))
 
     def finish(self, seq: Sequence) -> None:
         """Drops finished ``seq`` from the batch and frees its blocks (call after ``kv.end_step()``)."""
@@ -94,17 +112,20 @@ class Scheduler:
     def abort(self, seq: Sequence) -> None:
         """Drops ``seq`` wherever it is and frees its blocks, if any. Call at a step boundary (before
         :meth:`schedule`); idempotent."""
-        if seq in self.waiting:
-            self.waiting.remove(seq)
+        if seq in (queue := self._queue(seq)):
+            queue.remove(seq)
         if seq in self.running:
             self.running.remove(seq)
         self.kv.abort(seq.seq_id)
 
-    def _schedule_running(self, items: list[ScheduledItem], budget: int) -> list[Sequence]:
+    def _schedule_running(self, items: list[ScheduledItem], budget: int, background: bool) -> list[Sequence]:
+        """The running sequences of one kind (``background`` or not), oldest first."""
         preempted: list[Sequence] = []
-        index = 0
+        index = self._first_background() if background else 0
         while index < len(self.running) and budget > 0:
             seq = self.running[index]
+            if seq.background != background:
+                break
             num_cached = self.kv.num_computed_tokens(seq.seq_id)
             num_new = min(seq.num_tokens - num_cached, budget, self._chunk_cap(seq, num_cached))
             if not self._allocate(seq, num_new, preempted):
@@ -134,18 +155,21 @@ class Scheduler:
         self.kv.free(seq.seq_id)
         seq.status = SeqStatus.PREEMPTED
         seq.rebuild_prompt(self.kv.config.block_size, self.kv.config.chunk_size)
-        self.waiting.appendleft(seq)
+        self._queue(seq).appendleft(seq)
         self.num_preemptions += 1
 
-    def _schedule_waiting(self, items: list[ScheduledItem], admitted: list[Sequence], budget: int) -> None:
-        while self.waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
-            seq = self.waiting[0]
+    def _schedule_waiting(
+        self, waiting: deque[Sequence], items: list[ScheduledItem], admitted: list[Sequence], budget: int
+    ) -> None:
+        """Admits from the front of ``waiting`` (one kind's queue) while the step allows."""
+        while waiting and budget > 0 and len(self.running) < self.limits.max_num_seqs:
+            seq = waiting[0]
             cap = min(budget, self.limits.max_prefill_tokens_per_step)
             admission = self.kv.admit(seq.seq_id, seq.prompt, cap, seq.pin, reuse=not seq.needs_prompt_logits)
             if admission is None:
                 return
-            self.waiting.popleft()
-            self.running.append(seq)
+            waiting.popleft()
+            self.running.insert(len(self.running) if seq.background else self._first_background(), seq)
             seq.status = SeqStatus.RUNNING
             if seq.cached is None:
                 seq.cached = admission.cached

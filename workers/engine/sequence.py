@@ -87,6 +87,11 @@ class Sequence:
         return len(self.token_ids)
 
     @property
+    def background(self) -> bool:
+        """Scheduled after every other sequence (see :attr:`EngineRequest.background`)."""
+        return self.request.background
+
+    @property
     def num_prompt_tokens(self) -> int:
         return self.request.num_prompt_tokens
 

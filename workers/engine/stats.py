@@ -88,9 +88,11 @@ def tokens_to_prefill(waiting: Iterable[Sequence], running: Iterable[Sequence], 
     """Prefill work queued: the rest of a running sequence still in prefill (more than one token left;
     a decode has one), and each waiting sequence's prompt after its leading chunks that are cached
     here or computed first by a sequence ahead of it (running, or waiting before it), at least its last
-    token. So a burst that shares a new prefix counts the prefix once, as the engine will compute it."""
+    token. So a burst that shares a new prefix counts the prefix once, as the engine will compute it.
+    A background prefill (a warm-up) is left out: every other sequence goes before it, so it delays
+    none; the chunks it computes still count as computed first."""
     running = list(running)
-    left = (seq.num_tokens - kv.num_computed_tokens(seq.seq_id) for seq in running)
+    left = (seq.num_tokens - kv.num_computed_tokens(seq.seq_id) for seq in running if not seq.background)
     ahead = {h for seq in running for h in seq.prompt.chunk_hashes}
     chunk, cached, queued = kv.config.chunk_size, kv.chunks, 0
     for seq in waiting:

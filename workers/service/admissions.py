@@ -51,14 +51,19 @@ class AdmissionAnnouncer:
         self._seqs = 0
         self._tokens = 0
 
-    def announce(self, chunks: tuple[ChunkHash, ...], prompt_tokens: int, stats: EngineStats) -> None:
+    def announce(
+        self, chunks: tuple[ChunkHash, ...], prompt_tokens: int, stats: EngineStats, background: bool = False
+    ) -> None:
         """Queues the admission of a ``prompt_tokens``-token prompt with ``chunks`` (its chunk
-        hashes) for the hub's admission subscribers; ``stats``: the engine's last figures."""
+        hashes) for the hub's admission subscribers; ``stats``: the engine's last figures. A
+        ``background`` prefill (a warm-up) announces its chunks but adds nothing to the load: every
+        other request goes before it (the engine leaves it out of its queued prefill too)."""
         self._rebase(stats)
         held = self._hub.held_run(chunks)
         run = self._run_ahead(chunks, held)
-        self._seqs += 1
-        self._tokens += max(1, prompt_tokens - run * self._chunk_size)
+        if not background:
+            self._seqs += 1
+            self._tokens += max(1, prompt_tokens - run * self._chunk_size)
         pending = chunks[held : held + MAX_ADMISSION_CHUNKS]
         self._hub.admit(Admission(self._worker_id, self._epoch, pending, self.load(stats)))
 

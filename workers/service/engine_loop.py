@@ -57,8 +57,8 @@ class EngineLoop:
 
     ``max_in_flight``: requests admitted at once (running, waiting or queued); beyond it
     :meth:`submit` raises :class:`AdmissionFullError`. ``on_admit`` gets each admitted request's prompt
-    chunk hashes, prompt length and the engine's figures as of the last step (on the event loop,
-    inside :meth:`submit`). ``on_events`` gets each step's event items
+    chunk hashes, prompt length, the engine's figures as of the last step and whether it is a
+    background prefill (on the event loop, inside :meth:`submit`). ``on_events`` gets each step's event items
     (consecutive seqs; a ``Snapshot`` replaces a run of lost batches) and ``on_broken`` the step's
     exception, both on the event loop. ``torch_threads``: torch's intra-op threads (None: leave as is).
     ``stall_timeout_s``: how long requests may be in flight without a step finishing before the engine
@@ -71,7 +71,7 @@ class EngineLoop:
         *,
         max_in_flight: int,
         on_events: Callable[[Sequence[EventItem]], None] = _ignore,
-        on_admit: Callable[[tuple[ChunkHash, ...], int, EngineStats], None] = _ignore,
+        on_admit: Callable[[tuple[ChunkHash, ...], int, EngineStats, bool], None] = _ignore,
         on_broken: Callable[[BaseException], None] = _ignore,
         idle_tick_s: float = 1.0,
         torch_threads: int | None = None,
@@ -156,7 +156,7 @@ class EngineLoop:
         stream = self._sinks.open(request.request_id, self._detach)
         self._wake()
         try:  # an announcement is a hint: it never fails the request it announces
-            self._on_admit(chunks, request.num_prompt_tokens, self._stats)
+            self._on_admit(chunks, request.num_prompt_tokens, self._stats, request.background)
         except Exception:
             log.exception("announcing the admission of %r failed", request.request_id)
         return stream

@@ -39,6 +39,7 @@ def engine_request(msg: worker_pb2.GenerateRequest) -> EngineRequest:
         predicted_cached_tokens=predicted,
         shared_salt=msg.shared_salt,
         shared_tokens=msg.shared_tokens,
+        background=msg.background,
     )
 
 

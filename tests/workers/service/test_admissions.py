@@ -87,6 +87,21 @@ async def test_a_burst_sharing_a_new_prefix_counts_it_once_while_the_first_compu
     assert (await subscription.get()).load.waiting_prefill_tokens == 6 * C + 4 * C
 
 
+async def test_a_warm_up_announces_its_chunks_and_adds_no_load_but_counts_as_computed_ahead() -> None:
+    hub = EventHub(W, Epoch(1))
+    subscription = hub.subscribe(admissions=True)
+    await subscription.get()
+    announcer = AdmissionAnnouncer(hub, W, Epoch(1), C, ahead_s=10.0, monotonic=lambda: 0.0)
+    stats = EngineStats(load=WorkerLoad(waiting_seqs=1, waiting_prefill_tokens=500))
+    prefix = (chunk(1), chunk(2), chunk(3))
+    announcer.announce(prefix, 3 * C, stats, background=True)
+    warm = await subscription.get()
+    assert warm.pending == prefix
+    assert (warm.load.waiting_seqs, warm.load.waiting_prefill_tokens) == (1, 500)
+    announcer.announce((*prefix, chunk(4)), 4 * C, stats)  # the prefix comes from the warm-up
+    assert (await subscription.get()).load.waiting_prefill_tokens == 500 + C
+
+
 async def test_the_engine_loop_announces_each_request_and_a_failing_announcement_fails_nothing(
     tiny: TinyPair,  # noqa: F811 -- the fixture imported above
 ) -> None:
@@ -94,8 +109,9 @@ async def test_the_engine_loop_announces_each_request_and_a_failing_announcement
     is still admitted and runs to its end."""
     heard: list[tuple[tuple[ChunkHash, ...], int]] = []
 
-    def announce(chunks: tuple[ChunkHash, ...], prompt_tokens: int, stats: EngineStats) -> None:
+    def announce(chunks: tuple[ChunkHash, ...], prompt_tokens: int, stats: EngineStats, bg: bool) -> None:
         heard.append((chunks, prompt_tokens))
+        assert not bg
         raise RuntimeError("a broken announcement")
 
     loop = EngineLoop(engine_for(tiny.ours, gpu_blocks=32), max_in_flight=4, on_admit=announce)
