@@ -118,6 +118,7 @@ def build_gateway(
             with contextlib.suppress(asyncio.CancelledError):
                 await discovery
             await router.drain()
+            await dispatcher.close()
             await channels.close()
 
     responses = responses or MemoryResponseStore(settings.responses, time.monotonic)

@@ -104,6 +104,13 @@ class GatewayMetrics:
             "kvgate_requests", "Finished requests by finish reason.", ["model", "finish_reason"], registry=r
         )
         self.errors = Counter("kvgate_request_errors", "Failed requests by error type.", ["type"], registry=r)
+        self.warm_ups = Counter(
+            "kvgate_warm_ups",
+            "Warm-ups (background prefills of a hot shared opening on one more worker) by outcome: done, "
+            "failed, dropped (too many in flight).",
+            ["outcome"],
+            registry=r,
+        )
         self.tenants = TenantUsage(r, tenants)
 
     def routed(self, routed: Routed) -> None:
@@ -147,6 +154,10 @@ class GatewayMetrics:
 
     def failed(self, error_type: str) -> None:
         self.errors.labels(error_type).inc()
+
+    def warm_up(self, outcome: str) -> None:
+        """A warm-up ended (``done``, ``failed``) or was not sent (``dropped``)."""
+        self.warm_ups.labels(outcome).inc()
 
     def exposition(self) -> bytes:
         """The registry in the Prometheus text format."""

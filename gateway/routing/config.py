@@ -79,6 +79,16 @@ class RoutingConfig:
     copies cost hit rate, and without the footprint discount documents over 300k-token caches lost
     0.08 of hit rate (``bench/sim_policies.py``).
 
+    Warm-ups (off by default: ``warm_demand`` 0): when a routed prompt's shared opening of at least
+    ``warm_min_tokens`` has fewer holders than 1 + its demand (the requests through it lately, times
+    its ``worth`` and the room the caches have, as for hot-prefix copies) / ``warm_demand``, the
+    router asks one more worker to prefill the opening alone, at background priority (the engine
+    gives such a prefill only what its steps leave): the worker among those not holding it whose
+    queue is under ``warm_idle_s`` and that took the least new content lately; at most once per
+    opening per ``warm_cooldown_s``. The copy then serves that worker's share of the opening's
+    requests without one of them paying for it (docs/BENCHMARKS.md section 1, "Copies of a hot
+    shared opening made off the request path").
+
     Prefix affinity (SGLang cache-aware style): balance by load when max-min load >
     ``balance_abs_threshold`` and max > ``balance_rel_threshold`` x min; else take the longest match
     if it covers more than ``cache_threshold`` of the prompt.
@@ -100,6 +110,10 @@ class RoutingConfig:
     placement_half_life_s: float = 60.0
     session_weight: float = 30.0
     copy_amortisation: float = 0.05
+    warm_demand: float = 0.0
+    warm_idle_s: float = 0.05
+    warm_cooldown_s: float = 5.0
+    warm_min_tokens: int = 512
     cache_threshold: float = 0.5
     balance_abs_threshold: int = 32
     balance_rel_threshold: float = 1.5
@@ -118,6 +132,7 @@ class RoutingConfig:
             raise ValueError("placement_half_life_s must be positive")
         weights = ("compute_weight", "full_cache_weight", "copy_amortisation", "session_weight")
         rest = ("swap_in_cost_ratio", "decode_step_s", "kv_pressure_penalty", "hot_spot_floor_s")
+        rest += ("warm_demand", "warm_idle_s", "warm_cooldown_s", "warm_min_tokens")
         for name in (*weights, *rest, "near_tie_ratio", "near_tie_s", "balance_abs_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")

@@ -18,6 +18,7 @@ from dataclasses import replace
 from kvgate.common.clock import Clock
 from kvgate.gateway.routing.branches import PrefixBranches
 from kvgate.gateway.routing.config import RoutingConfig
+from kvgate.gateway.routing.cost import fullness
 from kvgate.gateway.routing.demand import OpeningDemand
 from kvgate.gateway.routing.fleet import Fleet, FleetView
 from kvgate.gateway.routing.home import home_worker
@@ -35,7 +36,9 @@ from kvgate.gateway.routing.types import (
     RouteRequest,
     RoutingPolicy,
     SharedPrefix,
+    WarmUp,
 )
+from kvgate.gateway.routing.warmups import WarmUpPlanner
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, LookupResult, PrefixMatch, WorkerStatus
 from kvgate.proto.ids import ChunkHash, WorkerId
@@ -85,6 +88,7 @@ class Router:
         self._block_tokens = block_tokens
         self._branches = PrefixBranches()  # where the prompts seen part ways: their shared openings
         self._demand = OpeningDemand(half_life, monotonic=lambda: clock.now_ms() / 1000)
+        self._warmups = WarmUpPlanner(self._config, monotonic=lambda: clock.now_ms() / 1000)
         self._presumption = HomePresumption() if presumption is None else presumption
         self._policy = policy
         self._grouped_policy = policy if isinstance(policy, GroupedPolicy) else None
@@ -139,10 +143,43 @@ class Router:
             self._presumption.made(ticket, routed.presumed[1])
         to_compute = list(hashes[decision.matched_chunks :])  # what the chosen worker does not hold yet
         if not routed.degraded and to_compute:
-            task = asyncio.create_task(self._mark_pending(to_compute, decision.worker_id, wait_s))
-            self._writes.add(task)
-            task.add_done_callback(self._writes.discard)
-        return replace(routed, ticket=ticket)
+            self._write_pending(to_compute, decision.worker_id, wait_s)
+        return replace(routed, ticket=ticket, warm=self._warm_up(hashes, prompt_tokens, workers, routed))
+
+    def _warm_up(
+        self,
+        hashes: Sequence[ChunkHash],
+        prompt_tokens: TokenCount,
+        workers: Sequence[WorkerStatus],
+        routed: Routed,
+    ) -> WarmUp | None:
+        """A copy of the prompt's shared opening to make on one more worker at background priority
+        (:class:`WarmUpPlanner`), recorded as that worker's pending content and new intake; None
+        when it is not wanted (or ``warm_demand`` is 0, or the index is unavailable)."""
+        lookup, opening = routed.lookup, routed.opening
+        if not self._config.warm_demand or lookup is None or not opening:
+            return None
+        fleet = self._fleet.current(workers)
+        shared = self._shared(hashes, opening, fleet)
+        if shared is None:
+            return None
+        holders = {w for w, m in lookup.matches.items() if len(m.tiers) >= opening}
+        holders.add(routed.decision.worker_id)
+        full = fullness(fleet.occupancy, self._config)
+        warm = self._warmups.plan(hashes[opening - 1], shared, full, fleet, holders, self._placed.rate)
+        if warm is None:
+            return None
+        tokens = TokenCount(min(warm.tokens, prompt_tokens))
+        wait_s = tokens / self._config.prefill_tokens_per_s  # an idle worker's prefill of it
+        self._placed.add(warm.worker_id, tokens)
+        self._local.record(hashes[:opening], warm.worker_id, wait_s)
+        self._write_pending(list(hashes[:opening]), warm.worker_id, wait_s)
+        return WarmUp(warm.worker_id, tokens)
+
+    def _write_pending(self, hashes: list[ChunkHash], worker_id: WorkerId, wait_s: float) -> None:
+        task = asyncio.create_task(self._mark_pending(hashes, worker_id, wait_s))
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
 
     async def drain(self) -> None:
         """Waits for the pending-entry writes in flight (on shutdown, and in tests)."""

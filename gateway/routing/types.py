@@ -101,6 +101,16 @@ class RouteDecision:
 
 
 @dataclass(frozen=True, slots=True)
+class WarmUp:
+    """A prefill of the prompt's first ``tokens`` tokens (its shared opening, whole chunks) that
+    ``worker_id`` should run at background priority: a copy of a hot opening made before requests
+    for it arrive there (:mod:`.warmups`)."""
+
+    worker_id: WorkerId
+    tokens: TokenCount
+
+
+@dataclass(frozen=True, slots=True)
 class Routed:
     """A decision with what it was based on; ``lookup`` is None in fallback (degraded) mode."""
 
@@ -111,6 +121,7 @@ class Routed:
     lookup_s: float | None = None  # how long the index lookup took (None: it failed)
     presumed: tuple[WorkerId, int] | None = None  # (soft home, opening tokens) presumed to hold the prompt
     opening: int = 0  # chunks of the prompt's shared opening (where the prompts seen part ways)
+    warm: WarmUp | None = None  # a copy of the opening to make off the request path (route() only)
 
     @property
     def degraded(self) -> bool:

@@ -9,7 +9,7 @@ import time
 
 import grpc
 
-from kvgate.gateway.routing.types import Routed
+from kvgate.gateway.routing.types import Routed, WarmUp
 from kvgate.gateway.upstream.errors import (
     DeadlineError,
     InvalidRequestError,
@@ -18,6 +18,7 @@ from kvgate.gateway.upstream.errors import (
 )
 from kvgate.gateway.upstream.job import ChoiceDone, Done, Job, Tokens
 from kvgate.proto import convert, worker_pb2
+from kvgate.proto.sampling import SamplingParams
 from kvgate.proto.workers import WorkerInfo
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,26 @@ def request(job: Job, routed: Routed) -> worker_pb2.GenerateRequest:
     if job.cache_hint is not None:
         request.cache_hint.CopyFrom(convert.cache_hint_to_proto(job.cache_hint))
     return request
+
+
+WARM_SAMPLING = SamplingParams(temperature=0.0, max_tokens=1)  # a warm-up wants the prefill alone
+
+
+def warm_request(job: Job, warm: WarmUp) -> worker_pb2.GenerateRequest:
+    """The background prefill of ``job``'s first ``warm.tokens`` tokens (its shared opening, whole
+    chunks) under the job's cache namespaces, so the copy hashes as the job's own prompt does."""
+    tokens = min(warm.tokens, job.prompt_tokens)
+    shared = min(job.shared_tokens, tokens)
+    return worker_pb2.GenerateRequest(
+        request_id=f"{job.request_id}:warm",
+        prompt_token_ids=job.token_ids[:tokens].tolist(),
+        sampling=convert.sampling_params_to_proto(WARM_SAMPLING),
+        cache_salt=job.cache_salt,
+        shared_salt=job.shared_salt if shared else "",
+        shared_tokens=shared,
+        adapter_id=job.adapter_id,
+        background=True,
+    )
 
 
 def timeout(job: Job) -> float | None:

@@ -20,7 +20,7 @@ import grpc
 
 from kvgate.gateway.metrics import GatewayMetrics, StreamTimer
 from kvgate.gateway.routing.router import Router
-from kvgate.gateway.routing.types import Routed
+from kvgate.gateway.routing.types import Routed, WarmUp
 from kvgate.gateway.upstream import calls
 from kvgate.gateway.upstream.adapters import AdapterResidency
 from kvgate.gateway.upstream.calls import DEAD, RetryableError
@@ -34,6 +34,7 @@ from kvgate.gateway.upstream.errors import (
 )
 from kvgate.gateway.upstream.inflight import Attempt, InFlight
 from kvgate.gateway.upstream.job import ChoiceDone, Done, Job, Tokens
+from kvgate.gateway.upstream.warmups import WarmUpSender
 from kvgate.index.base import PrefixIndex
 from kvgate.index.types import IndexUnavailableError, WorkerStatus
 from kvgate.proto.ids import WorkerId
@@ -68,6 +69,7 @@ class Dispatcher:
         self._metrics = metrics
         self._inflight = inflight if inflight is not None else InFlight()
         self._residency = AdapterResidency(adapter_load_s)
+        self._warm_ups = WarmUpSender(channels, metrics)
 
     async def route(self, job: Job, exclude: frozenset[WorkerId] = frozenset()) -> tuple[Routed, WorkerInfo]:
         """Routes ``job`` (recording the decision); NoWorkersError when no worker is routable. Returns
@@ -159,6 +161,8 @@ class Dispatcher:
                 break  # every worker was tried
             if self._metrics is not None:
                 self._metrics.routed(routed)
+            if routed.warm is not None:
+                self._warm_up(job, routed.warm)
             try:
                 # aclosing: when our consumer stops, the attempt's finally cancels the call now
                 async with contextlib.aclosing(self._attempt(job, routed, info, attempt)) as items:
@@ -219,6 +223,16 @@ class Dispatcher:
                 self._close_prefill(routed)
             if call is not None:
                 call.cancel()
+
+    def _warm_up(self, job: Job, warm: WarmUp) -> None:
+        """Sends the router's warm-up (off the request's path) to its worker, if still known."""
+        info = next((w.info for w in self._directory.known() if w.info.worker_id == warm.worker_id), None)
+        if info is not None:
+            self._warm_ups.send(job, warm, info)
+
+    async def close(self) -> None:
+        """Cancels the warm-ups in flight (at shutdown, before the channels close)."""
+        await self._warm_ups.close()
 
     def _close_prefill(self, routed: Routed) -> bool:
         """Tells the router the request's prefill is over; returns False (prefill no longer open)."""

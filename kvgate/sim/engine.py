@@ -38,7 +38,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from enum import IntEnum
 
@@ -46,11 +46,11 @@ import xxhash
 
 from kvgate.common.clock import ManualClock
 from kvgate.gateway.routing.router import Router
-from kvgate.gateway.routing.types import Routed, RoutingPolicy
+from kvgate.gateway.routing.types import Routed, RouteDecision, RoutingPolicy, WarmUp
 from kvgate.index import IndexSettings, MemoryPrefixIndex, WorkerStatus
 from kvgate.index.admission import admission_wait_s
 from kvgate.proto.events import Admission, EventBatch
-from kvgate.proto.ids import WorkerId
+from kvgate.proto.ids import ChunkHash, WorkerId
 from kvgate.proto.workers import WorkerLoad
 from kvgate.sim.reference import unlimited_reuse
 from kvgate.sim.results import PolicyResult, RequestRecord, summarize
@@ -61,6 +61,9 @@ from kvgate.sim.workload import Workload
 
 Progress = Callable[[int, int, float], None]  # (requests routed, total, simulated seconds)
 PROGRESS_EVERY = 250
+# A warm-up is prefilled in pieces of at most this many tokens: the engine's step budget
+# (SchedulingLimits.max_tokens_per_step), after which a request that arrived overtakes it.
+WARM_PIECE_TOKENS = 2048
 # An admission is the worker's answer to the gateway's call: it never arrives in the millisecond the
 # call was made (the router counts what it routed in a report's millisecond on top of that report).
 ADMISSION_DELAY_S = 0.001
@@ -140,6 +143,8 @@ class ClusterSim:
         self._records: list[RequestRecord | None] = [None] * len(workload.requests)
         self._decoding: dict[int, SimJob] = {}
         self._busy = 0  # requests not finished yet (heartbeats stop at 0)
+        self._warm_ids = itertools.count(-1, -1)  # warm-up pieces: negative, never a request's index
+        self.warm_up_tokens = 0  # prompt tokens the router asked workers to warm up
         self._progress = progress
 
     async def run(self) -> PolicyResult:
@@ -218,6 +223,40 @@ class ClusterSim:
             self._reported[worker_index] = load = worker.load(now_s)
             admission = Admission(worker.worker_id, worker.info.epoch, tuple(hashes[job.held_chunks :]), load)
             await self._publish(admission, now_s, ADMISSION_DELAY_S)
+        if routed.warm is not None:
+            await self._warm_up(routed.warm, routed.decision, hashes, now_s)
+
+    async def _warm_up(
+        self, warm: WarmUp, decision: RouteDecision, hashes: Sequence[ChunkHash], now_s: float
+    ) -> None:
+        """Queues ``warm``'s prefill on its worker as background pieces of at most
+        ``WARM_PIECE_TOKENS`` (each a prefix of the next: a piece reuses the ones before it), and
+        announces its chunks as the worker's admission does."""
+        chunks = warm.tokens // self._settings.chunk_size
+        if not chunks:
+            return
+        worker_index = self._by_id[warm.worker_id]
+        worker = self._workers[worker_index]
+        size = self._settings.chunk_size
+        step = max(WARM_PIECE_TOKENS // size, 1)
+        for end in [*range(step, chunks, step), chunks]:
+            piece = SimJob(
+                next(self._warm_ids),
+                now_s,
+                end * size,
+                0,
+                hashes[:end],
+                decision,
+                background=True,
+                warm_up=True,
+            )
+            worker.enqueue(piece, self._clock.now_ms())
+        self.warm_up_tokens += warm.tokens
+        self._start_prefill(worker_index, now_s)
+        if self._settings.admissions:
+            self._reported[worker_index] = load = worker.load(now_s)
+            admission = Admission(worker.worker_id, worker.info.epoch, tuple(hashes[:chunks]), load)
+            await self._publish(admission, now_s, ADMISSION_DELAY_S)
 
     def _start_prefill(self, worker_index: int, now_s: float) -> None:
         end_s = self._workers[worker_index].start_next(now_s, self._clock.now_ms())
@@ -228,6 +267,10 @@ class ClusterSim:
         worker = self._workers[worker_index]
         job, batch = worker.finish_prefill(self._clock.now_ms())
         await self._publish(batch, now_s)
+        if job.warm_up:  # a warm-up's piece: no request to answer
+            worker.finish_decode(job)
+            self._start_prefill(worker_index, now_s)
+            return
         g, routed = self._routed.pop(job.index)
         self._gateways[g].router.prefill_done(routed)
         self._gateways[g].router.reused(routed, job.cached_tokens)  # the reply's usage, in a real gateway

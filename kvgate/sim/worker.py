@@ -4,6 +4,11 @@ Life of a request on a worker (the event loop in :mod:`kvgate.sim.engine` calls 
 ``enqueue`` -> ``start_next`` (when the worker is free: the cache is matched now, which fixes the
 cached tokens and the prefill time) -> ``finish_prefill`` (first token: every chunk of the prompt is
 stored, and the changes go out as one :class:`EventBatch`) -> ``finish_decode``.
+
+A warm-up (a background prefill of a shared opening) arrives as pieces of at most a step's tokens,
+each a prefix of the next: they wait in a queue of their own and start only when no other job waits,
+so a request that arrives meanwhile waits for one piece at most, as the engine's background
+sequences yield at its next step; the load figures leave them out, as the engine's do.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ class SimJob:
     start_s: float = 0.0
     cached_tokens: int = 0
     swapped_tokens: int = 0
+    background: bool = False  # runs only when no other job waits (a warm-up's piece, until promoted)
+    warm_up: bool = False  # a warm-up's piece: no request to answer when it ends
 
     @property
     def computed_tokens(self) -> int:
@@ -55,6 +62,7 @@ class SimWorker:
         self._chunk_size = settings.chunk_size
         self._timing = timing
         self._queue: deque[SimJob] = deque()
+        self._background: deque[SimJob] = deque()  # warm-up pieces, run when no other job waits
         self._pending: Counter[ChunkHash] = Counter()  # chunks of the jobs queued or in prefill
         self.current: SimJob | None = None
         self._prefill_end_s = 0.0
@@ -74,16 +82,35 @@ class SimWorker:
         job.held_chunks = run = len(tiers)
         while run < len(job.hashes) and self._pending[job.hashes[run]] > 0:
             run += 1
-        job.expected_computed = job.prompt_tokens - min(run * self._chunk_size, job.prompt_tokens)
+        computed = job.prompt_tokens - min(run * self._chunk_size, job.prompt_tokens)
+        job.expected_computed = 0 if job.background else computed  # the engine reports no warm-up
         self._pending.update(job.hashes)
-        self._queue.append(job)
+        if not job.background:
+            self._promote(job)
+        (self._background if job.background else self._queue).append(job)
+
+    def _promote(self, job: SimJob) -> None:
+        """The queued warm-up pieces whose chunks ``job``'s prompt starts with become ordinary jobs,
+        ahead of it (the engine promotes a background sequence a new request shares): the request
+        waits for them and reuses what they compute instead of computing it beside them."""
+        current = self.current
+        shared = current is not None and current.warm_up and _starts_with(job.hashes, current.hashes)
+        if current is not None and shared:
+            current.background = False
+        done = self._chunk_size * len(current.hashes) if current is not None and shared else 0
+        for piece in [p for p in self._background if _starts_with(job.hashes, p.hashes)]:
+            self._background.remove(piece)
+            piece.background = False
+            piece.expected_computed = max(piece.prompt_tokens - done, 0)
+            done = piece.prompt_tokens
+            self._queue.append(piece)
 
     def start_next(self, now_s: float, now_ms: int) -> float | None:
         """Starts the next queued prefill if the worker is free; returns when it ends (None: nothing
         started). The cache is matched now: what the worker holds at prefill time is what it reuses."""
-        if self.current is not None or not self._queue:
+        if self.current is not None or not (self._queue or self._background):
             return None
-        job = self._queue.popleft()
+        job = (self._queue or self._background).popleft()
         tiers = self.cache.match(job.hashes, now_ms)
         job.cached_tokens = self._cached_tokens(tiers, job.prompt_tokens)
         cpu_tokens = tiers.count(Tier.CPU.value) * self._chunk_size
@@ -131,7 +158,7 @@ class SimWorker:
         count as free, as the engine reports them: they are evictable, and ``gpu_blocks_cached``
         counts them); the eviction counters are the cache's."""
         waiting = sum(job.expected_computed for job in self._queue)
-        if self.current is not None:
+        if self.current is not None and not self.current.background:
             remaining = round(max(self._prefill_end_s - now_s, 0.0) * self._timing.prefill_tokens_per_s)
             waiting += min(remaining, self.current.computed_tokens)
         blocks = self._blocks
@@ -160,3 +187,7 @@ class SimWorker:
 
     def _cached_tokens(self, tiers: str, prompt_tokens: int) -> int:
         return min(len(tiers) * self._chunk_size, prompt_tokens)
+
+
+def _starts_with(hashes: Sequence[ChunkHash], prefix: Sequence[ChunkHash]) -> bool:
+    return len(hashes) >= len(prefix) > 0 and hashes[len(prefix) - 1] == prefix[-1] and hashes[0] == prefix[0]

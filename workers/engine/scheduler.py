@@ -20,6 +20,8 @@ which is usually still cached, so greedy output is unchanged.
 own and take only what a step leaves: they run after steps 1 and 2, and only once no other sequence
 waits. They sit after every other sequence in the running batch, so they are the first preempted; a
 waiting sequence is never kept out by one (the budget a background prefill would take goes to it).
+A new sequence whose prompt starts with a background sequence's prompt promotes it to an ordinary
+one (ahead of the new one, which then reuses its blocks instead of computing them beside it).
 """
 
 from __future__ import annotations
@@ -72,8 +74,27 @@ class Scheduler:
         return len(self.waiting) + len(self.waiting_background) + len(self.running)
 
     def add(self, seq: Sequence) -> None:
-        """Queues a new sequence last (of the background queue for a background one)."""
+        """Queues a new sequence last (of the background queue for a background one). A background
+        sequence whose prompt the new one starts with is promoted first: it keeps its place among
+        the others, ahead of the new one, which then reuses what it computes."""
+        if not seq.background:
+            self._promote_shared(seq)
         self._queue(seq).append(seq)
+
+    def _promote_shared(self, seq: Sequence) -> None:
+        hashes = seq.prompt.chunk_hashes
+        for other in [*self.running[self._first_background() :], *self.waiting_background]:
+            warm = other.prompt.chunk_hashes
+            if not warm or len(hashes) < len(warm) or hashes[len(warm) - 1] != warm[-1]:
+                continue
+            if other in self.running:
+                self.running.remove(other)
+                other.promoted = True
+                self.running.insert(self._first_background(), other)
+            else:
+                self.waiting_background.remove(other)
+                other.promoted = True
+                self.waiting.append(other)
 
     def add_fork(self, seq: Sequence) -> None:
         """Queues a fork of a running request first: admitted next, it finds the prompt's full blocks

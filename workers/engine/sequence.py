@@ -73,6 +73,7 @@ class Sequence:
     index: int = 0  # which of the request's n choices (0: the one that prefilled the prompt)
     prompt_logprobs: PromptLogprobs | None = None
     eviction_mark: int = 0
+    promoted: bool = False  # a background sequence that a later request shares: scheduled as any other
     evicted_predicted_tokens: int = 0
     first_token_s: float | None = None
     finished_s: float | None = None
@@ -88,8 +89,9 @@ class Sequence:
 
     @property
     def background(self) -> bool:
-        """Scheduled after every other sequence (see :attr:`EngineRequest.background`)."""
-        return self.request.background
+        """Scheduled after every other sequence (see :attr:`EngineRequest.background`), until a
+        request that shares its prompt promotes it (:meth:`Scheduler.add`)."""
+        return self.request.background and not self.promoted
 
     @property
     def num_prompt_tokens(self) -> int:

@@ -97,3 +97,32 @@ def test_the_queued_prefill_leaves_out_a_warm_up_but_counts_its_chunks_as_comput
     b = add(sched, "b", 20)  # shares the warm-up's first 16 tokens (2 chunks of 8)
     assert tokens_to_prefill(sched.waiting, sched.running, sched.kv) == 20 - 16
     assert tokens_to_prefill([b], [], sched.kv) == 20 - 8  # without it: the one computed chunk
+
+
+def test_a_request_that_starts_with_a_warm_up_promotes_it_and_reuses_its_blocks() -> None:
+    sched = scheduler(32, max_tokens_per_step=8)
+    w = warm(sched, "w", 16)
+    assert step(sched) == [("w", 0, 8, False)]
+    add(sched, "b", 20)  # starts with the warm-up's 16 tokens: the warm-up goes first now
+    assert not w.background
+    assert step(sched) == [("w", 8, 8, True)]
+    assert step(sched)[1] == ("b", 16, 4, True)
+
+
+def test_a_request_that_does_not_share_the_warm_up_overtakes_it() -> None:
+    sched = scheduler(32, max_tokens_per_step=8)
+    w = warm(sched, "w", 16)
+    step(sched)
+    add(sched, "b", 20, first=100)
+    assert w.background
+    assert step(sched) == [("b", 0, 8, False)]
+
+
+def test_a_waiting_warm_up_that_a_request_shares_joins_the_queue_ahead_of_it() -> None:
+    sched = scheduler(32, max_tokens_per_step=8)
+    add(sched, "a", 20)
+    w = warm(sched, "w", 16, first=200)
+    assert step(sched) == [("a", 0, 8, False)]
+    b = add(sched, "b", 20, first=200)
+    assert list(sched.waiting) == [w, b]
+    assert not sched.waiting_background
