@@ -160,13 +160,14 @@ class ClusterSim:
                 routed += 1
                 if self._progress and routed % PROGRESS_EVERY == 0:
                     self._progress(routed, len(self._records), now_s)
-        return summarize(
+        result = summarize(
             self.records,
             [w.computed_tokens for w in self._workers],
             [w.cache.counters for w in self._workers],
             time.perf_counter() - began,
             [u for u, r in zip(unlimited_reuse(self._workload), self._records, strict=True) if r is not None],
         )
+        return replace(result, warm_up_tokens=self.warm_up_tokens)
 
     @property
     def records(self) -> list[RequestRecord]:

@@ -29,6 +29,9 @@ def format_table(report: SimReport) -> str:
             f"{name:<20}{r.hit_rate:>9.3f}{ratio:>9.3f}{r.imbalance:>10.3f}{r.ttft_p50_s:>10.3f}"
             f"{r.ttft_p99_s:>10.3f}{r.queue_p99_s:>10.3f}{r.prediction_error:>9.3f}{r.wall_s:>8.1f}"
         )
+    warmed = [f"{name} {r.warm_up_tokens:,}" for name, r in report.policies.items() if r.warm_up_tokens]
+    if warmed:
+        lines += ["", "warm-ups (tokens prefilled ahead of demand, in no hit rate): " + ", ".join(warmed)]
     return "\n".join([*lines, *_losses(report)])
 
 

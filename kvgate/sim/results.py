@@ -37,7 +37,9 @@ class PolicyResult:
     policies that do not estimate. ``lost_by_reason``: where the hit rate went -- per decision reason,
     the prompt tokens that one cache keeping every chunk forever would have reused and the chosen
     worker did not, over all prompt tokens (a request queued behind a later arrival may reuse more
-    than that cache; such gains are not netted, so the shares add up to at least unlimited - hit)."""
+    than that cache; such gains are not netted, so the shares add up to at least unlimited - hit).
+    ``warm_up_tokens``: prompt tokens the router asked workers to prefill ahead of demand (warm-ups:
+    counted in ``worker_prefill_tokens`` and the imbalance, in no request's hit rate)."""
 
     hit_rate: float
     imbalance: float
@@ -53,6 +55,7 @@ class PolicyResult:
     worker_prefill_tokens: list[int] = field(default_factory=list)
     wall_s: float = 0.0
     lost_by_reason: dict[str, float] = field(default_factory=dict)
+    warm_up_tokens: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

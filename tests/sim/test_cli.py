@@ -119,3 +119,17 @@ def test_spread_arrivals_replays_a_recorded_burst_over_the_window(tmp_path: Path
     prefill_s = 2048 / 10_000
     assert at_once > 3 * prefill_s  # the last waits for the three before it
     assert spread < 1.5 * prefill_s
+
+
+def test_the_table_counts_warm_ups_when_the_router_made_some(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    requests = [req(i * 0.5, [*range(1, 9), 100 + i]) for i in range(12)]  # a 4k-token opening in demand
+    trace = write_trace(tmp_path / "hot.jsonl", requests)
+    args = ["simulate", str(trace), "--policy", "kvgate", "--workers", "2", "--quiet"]
+    assert main(args) == 0
+    assert "warm-ups" not in capsys.readouterr().out
+    assert main([*args, "--routing-config", "warm_demand=1"]) == 0
+    assert (
+        "warm-ups (tokens prefilled ahead of demand, in no hit rate): kvgate 4,096" in capsys.readouterr().out
+    )

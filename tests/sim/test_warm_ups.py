@@ -52,3 +52,12 @@ def test_a_hot_opening_spreads_over_two_workers_and_no_request_computes_it_twice
     assert all(r.cached_tokens == len(OPENING) * BLOCK for r in records[1:])  # nobody recomputed it
     assert warmed.imbalance < 1.1
     assert warmed.hit_rate == alone.hit_rate
+
+
+def test_the_report_counts_the_warm_up_tokens() -> None:
+    requests = [req(0.25 * i, [*OPENING, 100 + i]) for i in range(10)]
+    settings = SimSettings(workers=2, capacity_tokens=10_000_000)
+    warmed, _ = replay("kvgate", requests, settings, RoutingConfig(warm_demand=1.0))
+    assert warmed.warm_up_tokens == len(OPENING) * BLOCK  # one copy, onto the second worker
+    assert sum(warmed.worker_prefill_tokens) == 10 * BLOCK + 2 * len(OPENING) * BLOCK
+    assert replay("kvgate", requests, settings)[0].warm_up_tokens == 0
