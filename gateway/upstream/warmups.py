@@ -17,6 +17,7 @@ from kvgate.gateway.routing.types import WarmUp
 from kvgate.gateway.upstream import calls
 from kvgate.gateway.upstream.channels import ChannelPool
 from kvgate.gateway.upstream.job import Job
+from kvgate.proto import worker_pb2
 from kvgate.proto.workers import WorkerInfo
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,7 @@ class WarmUpSender:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
-    async def _run(self, request: object, info: WorkerInfo) -> None:
+    async def _run(self, request: worker_pb2.GenerateRequest, info: WorkerInfo) -> None:
         try:
             call = self._channels.stub(info).Generate(request, timeout=WARM_UP_TIMEOUT_S)
             async for _ in call:
