@@ -8,7 +8,9 @@ stored, and the changes go out as one :class:`EventBatch`) -> ``finish_decode``.
 A warm-up (a background prefill of a shared opening) arrives as pieces of at most a step's tokens,
 each a prefix of the next: they wait in a queue of their own and start only when no other job waits,
 so a request that arrives meanwhile waits for one piece at most, as the engine's background
-sequences yield at its next step; the load figures leave them out, as the engine's do.
+sequences yield at its next step; a request that starts with a piece's chunks promotes the pieces
+it needs (they go before it, and it reuses them), as the engine promotes a background sequence it
+shares. The load figures leave queued pieces out, as the engine's do.
 """
 
 from __future__ import annotations
