@@ -16,6 +16,7 @@ from kvgate.gateway.metrics import GatewayMetrics
 from kvgate.gateway.routing.types import WarmUp
 from kvgate.gateway.upstream import calls
 from kvgate.gateway.upstream.channels import ChannelPool
+from kvgate.gateway.upstream.errors import UpstreamError
 from kvgate.gateway.upstream.job import Job
 from kvgate.proto import worker_pb2
 from kvgate.proto.workers import WorkerInfo
@@ -47,6 +48,10 @@ class WarmUpSender:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def drain(self) -> None:
+        """Waits for the warm-ups in flight to end (in tests)."""
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
     async def close(self) -> None:
         """Cancels the warm-ups in flight and waits for them to end."""
         for task in list(self._tasks):
@@ -58,8 +63,8 @@ class WarmUpSender:
             call = self._channels.stub(info).Generate(request, timeout=WARM_UP_TIMEOUT_S)
             async for _ in call:
                 pass
-        except grpc.aio.AioRpcError as exc:
-            log.debug("warm-up on worker %s failed: %s", info.worker_id, exc.code().name)
+        except (grpc.aio.AioRpcError, UpstreamError) as exc:  # UpstreamError: the pool closed
+            log.debug("warm-up on worker %s failed: %s", info.worker_id, exc)
             self._count("failed")
             return
         self._count("done")
