@@ -79,7 +79,7 @@ class RoutingConfig:
     copies cost hit rate, and without the footprint discount documents over 300k-token caches lost
     0.08 of hit rate (``bench/sim_policies.py``).
 
-    Warm-ups (off by default: ``warm_demand`` 0): when a routed prompt's shared opening of at least
+    Warm-ups (``warm_demand`` 0 turns them off): when a routed prompt's shared opening of at least
     ``warm_min_tokens`` has fewer holders than 1 + its demand (the requests through it lately, times
     its ``worth`` and the room the caches have, as for hot-prefix copies) / ``warm_demand``, the
     router asks one more worker to prefill the opening alone, at background priority (the engine
@@ -110,7 +110,7 @@ class RoutingConfig:
     placement_half_life_s: float = 60.0
     session_weight: float = 30.0
     copy_amortisation: float = 0.05
-    warm_demand: float = 0.0
+    warm_demand: float = 10.0
     warm_idle_s: float = 0.05
     warm_cooldown_s: float = 5.0
     warm_min_tokens: int = 512

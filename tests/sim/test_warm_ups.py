@@ -44,8 +44,8 @@ def test_a_request_overtakes_a_warm_up_unless_it_starts_with_it() -> None:
 def test_a_hot_opening_spreads_over_two_workers_and_no_request_computes_it_twice() -> None:
     requests = [req(0.25 * i, [*OPENING, 100 + i]) for i in range(40)]
     settings = SimSettings(workers=2, capacity_tokens=10_000_000)
-    alone, records = replay("kvgate", requests, settings)
-    assert {r.worker for r in records} == {0}  # every request reuses the one holder
+    alone, records = replay("kvgate", requests, settings, RoutingConfig(warm_demand=0.0))
+    assert {r.worker for r in records} == {0}  # without warm-ups every request reuses the one holder
     assert alone.imbalance == 2.0
     warmed, records = replay("kvgate", requests, settings, RoutingConfig(warm_demand=1.0))
     assert {r.worker for r in records} == {0, 1}
@@ -60,4 +60,4 @@ def test_the_report_counts_the_warm_up_tokens() -> None:
     warmed, _ = replay("kvgate", requests, settings, RoutingConfig(warm_demand=1.0))
     assert warmed.warm_up_tokens == len(OPENING) * BLOCK  # one copy, onto the second worker
     assert sum(warmed.worker_prefill_tokens) == 10 * BLOCK + 2 * len(OPENING) * BLOCK
-    assert replay("kvgate", requests, settings)[0].warm_up_tokens == 0
+    assert replay("kvgate", requests, settings, RoutingConfig(warm_demand=0.0))[0].warm_up_tokens == 0

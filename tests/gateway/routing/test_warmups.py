@@ -65,7 +65,7 @@ def test_enough_holders_little_demand_or_full_caches_want_no_warm_up() -> None:
 
 
 def test_off_short_unheld_or_busy_means_none() -> None:
-    assert plan(25.0, {"a"}, RoutingConfig()) is None  # warm_demand 0: off (the default)
+    assert plan(25.0, {"a"}, RoutingConfig(warm_demand=0.0)) is None  # warm_demand 0: off
     assert plan(25.0, {"a"}, tokens=256) is None  # under warm_min_tokens
     assert plan(25.0, set()) is None  # nothing to copy from: the next request computes it anyway
     busy = fleet({"a": 0.0, "b": 0.5, "c": 0.2, "d": 1.0})
