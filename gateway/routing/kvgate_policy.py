@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import ClassVar
 
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.cost import Estimate, estimate, fullness, hot_limit, occupancy, queue_seconds
@@ -45,6 +46,7 @@ class KvgatePolicy:
 
     config: RoutingConfig = field(default_factory=RoutingConfig)
     name: str = "kvgate"
+    warms_up: ClassVar[bool] = True  # the router plans warm-ups of hot openings for it (``warm_demand``)
 
     def choose(self, request: RouteRequest) -> RouteDecision:
         estimates = self._estimates(request, 0)

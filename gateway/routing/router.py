@@ -89,6 +89,7 @@ class Router:
         self._branches = PrefixBranches()  # where the prompts seen part ways: their shared openings
         self._demand = OpeningDemand(half_life, monotonic=lambda: clock.now_ms() / 1000)
         self._warmups = WarmUpPlanner(self._config, monotonic=lambda: clock.now_ms() / 1000)
+        self._warms_up = getattr(policy, "warms_up", False) is True  # kvgate's; no peer router has them
         self._presumption = HomePresumption() if presumption is None else presumption
         self._policy = policy
         self._grouped_policy = policy if isinstance(policy, GroupedPolicy) else None
@@ -155,9 +156,10 @@ class Router:
     ) -> WarmUp | None:
         """A copy of the prompt's shared opening to make on one more worker at background priority
         (:class:`WarmUpPlanner`), recorded as that worker's pending content and new intake; None
-        when it is not wanted (or ``warm_demand`` is 0, or the index is unavailable)."""
+        when it is not wanted (or ``warm_demand`` is 0, or the index is unavailable), and always for a
+        policy without ``warms_up`` (the peers' routers: they have no such path)."""
         lookup, opening = routed.lookup, routed.opening
-        if not self._config.warm_demand or lookup is None or not opening:
+        if not (self._warms_up and self._config.warm_demand) or lookup is None or not opening:
             return None
         fleet = self._fleet.current(workers)
         shared = self._shared(hashes, opening, fleet)

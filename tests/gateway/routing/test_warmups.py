@@ -12,7 +12,7 @@ from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.fleet import Fleet
 from kvgate.gateway.routing.kvgate_policy import KvgatePolicy
 from kvgate.gateway.routing.router import Router
-from kvgate.gateway.routing.types import SharedPrefix, WarmUp
+from kvgate.gateway.routing.types import RoutingPolicy, SharedPrefix, WarmUp
 from kvgate.gateway.routing.warmups import WarmUpPlanner
 from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto.hashing import HashRoot, chunk_hashes
@@ -89,23 +89,25 @@ def test_one_warm_up_per_opening_per_cooldown() -> None:
     assert ask() == WarmUp(WorkerId("c"), OPENING)
 
 
-async def test_the_router_returns_a_warm_up_and_counts_its_worker_as_holding_the_opening() -> None:
+TOOL_TASKS = 4
+
+
+async def route_tool_tasks(policy: RoutingPolicy) -> list[WarmUp | None]:
     """Agent tasks of one kind (a 2k-token tool block, then each task's own content) over three idle
-    workers: once the block is known as a shared opening with demand, the router asks a worker that
-    does not hold it to warm it up, and the next lookup sees it pending there."""
+    workers, routed with ``policy``: the warm-up each routing asked for. Each one's worker is checked
+    to be other than the request's, and to be seen by the next lookup as holding the block."""
     index = MemoryPrefixIndex(IndexSettings(namespace="warm-ups", timeout_s=2), SystemClock())
     for worker in ("w0", "w1", "w2"):
         await index.register(
             info(WorkerId(worker)), WorkerLoad(gpu_blocks_total=10**6, gpu_blocks_free=10**6)
         )
-    config = RoutingConfig(warm_demand=0.5, warm_idle_s=10.0)
-    router = Router(index, KvgatePolicy(config), get_policy("least_loaded"), CHUNK, 2, SystemClock())
+    router = Router(index, policy, get_policy("least_loaded"), CHUNK, 2, SystemClock())
     root = HashRoot(b"", "m").digest()
     rng = np.random.default_rng(0)
     tools = rng.integers(0, 50_000, OPENING).astype(np.uint32)
     workers = await index.workers()
     warms = []
-    for task in range(4):
+    for task in range(TOOL_TASKS):
         prompt = np.concatenate([tools, rng.integers(0, 50_000, 3 * CHUNK).astype(np.uint32)])
         hashes = chunk_hashes(prompt, root, CHUNK)
         routed = await router.route(hashes, len(prompt), workers, task)
@@ -117,6 +119,22 @@ async def test_the_router_returns_a_warm_up_and_counts_its_worker_as_holding_the
             seen = await router.preview(hashes, len(prompt), workers, task + 10)
             assert seen.lookup is not None
             assert len(seen.lookup.matches[warm.worker_id].tiers) >= OPENING // CHUNK
+    await router.drain()
+    return warms
+
+
+EAGER = RoutingConfig(warm_demand=0.5, warm_idle_s=10.0)
+
+
+async def test_the_router_returns_a_warm_up_and_counts_its_worker_as_holding_the_opening() -> None:
+    """Once the block is known as a shared opening with demand, the router asks a worker that does
+    not hold it to warm it up, and the next lookup sees it pending there."""
+    warms = await route_tool_tasks(KvgatePolicy(EAGER))
     assert warms[0] is None  # no shared opening known yet
     assert any(w is not None for w in warms)
-    await router.drain()
+
+
+async def test_a_peer_router_under_the_same_settings_asks_for_no_warm_up() -> None:
+    """Warm-ups are kvgate's: the peers' routers, replayed for comparison, have no such path."""
+    for name in ("sglang_cache_aware", "llmd_precise", "ray_serve_prefix", "dynamo_kv", "least_loaded"):
+        assert await route_tool_tasks(get_policy(name, EAGER)) == [None] * TOOL_TASKS, name
