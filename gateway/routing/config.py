@@ -79,6 +79,23 @@ class RoutingConfig:
     copies cost hit rate, and without the footprint discount documents over 300k-token caches lost
     0.08 of hit rate (``bench/sim_policies.py``).
 
+    Blocking (``draw_weight``; 0 turns it off): a prefill of p seconds on a worker keeps the
+    requests that come for that worker's cache while it runs waiting, about their rate x p x p / 2
+    seconds in all. Every choice is charged ``draw_weight`` x that, the rate being the requests this
+    router sent to the worker for its cache lately (:class:`.draw.CacheDraw`, decayed with
+    ``placement_half_life_s``), fading as the GPU tiers fill past ``full_cache_threshold`` (as the
+    session charge does: there it would crowd new content onto a few caches that then churn). A
+    short prefill is hardly charged; a long new prompt goes to a worker few requests need instead of
+    the holder of a popular document or of live sessions, whose next requests would wait behind it
+    or recompute what it holds elsewhere. Each gateway replica counts only what it sent. Measured
+    kvgate alone (``bench/sim_policies.py`` traces, docs/BENCHMARKS.md section 1), 0.5 against 0:
+    over 8 workers x 1M tokens, seeds 0-2, TTFT p99 no higher than every other policy's in 15 of 15
+    runs (14 of 15 without; documents seed 2 8.19 -> 7.37 s); over 64 workers the synthetic trace's
+    hit rate 0.6473 -> 0.6500 (seed 0: a 191k-token prompt no longer lands on the holder of an
+    82k-token document, which then had to be recomputed elsewhere); over 300k-token caches,
+    documents at 8 workers 0.897 -> 0.905. The cost: the synthetic trace at 8 workers, seeds 0-7,
+    0.5396 -> 0.5388 mean hit rate. 0.25 and 1 did no better.
+
     Warm-ups (``warm_demand`` 0 turns them off): when a routed prompt's shared opening of at least
     ``warm_min_tokens`` has fewer holders than 1 + its demand (the requests through it lately, times
     its ``worth`` and the room the caches have, as for hot-prefix copies) / ``warm_demand``, the
@@ -109,6 +126,7 @@ class RoutingConfig:
     placement_weight: float = 0.5
     placement_half_life_s: float = 60.0
     session_weight: float = 30.0
+    draw_weight: float = 0.5
     copy_amortisation: float = 0.05
     warm_demand: float = 10.0
     warm_idle_s: float = 0.05
@@ -131,6 +149,7 @@ class RoutingConfig:
         if self.placement_half_life_s <= 0:
             raise ValueError("placement_half_life_s must be positive")
         weights = ("compute_weight", "full_cache_weight", "copy_amortisation", "session_weight")
+        weights += ("draw_weight",)
         rest = ("swap_in_cost_ratio", "decode_step_s", "kv_pressure_penalty", "hot_spot_floor_s")
         rest += ("warm_demand", "warm_idle_s", "warm_cooldown_s", "warm_min_tokens")
         for name in (*weights, *rest, "near_tie_ratio", "near_tie_s", "balance_abs_threshold"):

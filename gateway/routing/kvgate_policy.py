@@ -15,6 +15,9 @@ from kvgate.index.types import PrefixMatch
 _Lead = tuple[list[int], str, float, float, float, int]
 """A cohort's allowed members, tiers, prefill + swap-in seconds, weighted compute, least queue, reuse."""
 
+_Block = Callable[[int, float], float]
+"""Seconds charged to candidate ``i`` for ``part_s`` seconds of prefill and swap-in there."""
+
 TIE_S = 1e-9
 """Scores this close are equal (float rounding apart): exact ties, broken by reuse, home, rotation."""
 
@@ -39,6 +42,11 @@ class KvgatePolicy:
     also charged ``session_weight`` x the share of each worker's prefill capacity that new content
     took lately (:meth:`_session_charge`): sessions bring their follow-ups back to where they start.
 
+    Blocking: every choice is also charged for the waiting its prefill imposes on the requests that
+    come for the worker's cache while it runs (:meth:`_block_charge`, ``draw_weight``; fading as the
+    caches fill): a long new prompt is placed where few requests need the cache, not on the holder
+    of a popular prefix.
+
     Full caches: as the candidates' GPU tiers fill past ``full_cache_threshold``, the compute weight
     grows by up to ``full_cache_weight`` and the session charge and copy demand fade out
     (:meth:`_weights`): there a copy evicts content that later prompts would have reused.
@@ -59,9 +67,9 @@ class KvgatePolicy:
         weights = self._weights(request, holders, full)
         # candidates and estimates share their order: position i is the rotation's and jitter's input
         allowed = {e.worker_id for e in self._not_hot(estimates)}
-        charge = self._session_charge(request, most, full)
+        charge, block = self._session_charge(request, most, full), self._block_charge(request, full)
         scored = [
-            (i, e.score(*weights) + charge(i), e.reused_tokens)
+            (i, e.score(*weights) + charge(i) + block(i, e.prefill_s + e.swap_in_s), e.reused_tokens)
             for i, e in enumerate(estimates)
             if e.worker_id in allowed
         ]
@@ -101,6 +109,21 @@ class KvgatePolicy:
         rates = [intake(c.worker_id) for c in request.candidates]
         least, per_token = min(rates), weight / self.config.prefill_tokens_per_s
         return [per_token * (rate - least) for rate in rates].__getitem__
+
+    def _block_charge(self, request: RouteRequest | GroupedRequest, full: float) -> _Block:
+        """Seconds charged to candidate ``i`` (a position in ``request.candidates``) for a prefill
+        and swap-in of ``part_s`` seconds there: ``draw_weight`` x the requests per second that came
+        for its cache lately (``request.draw``) x ``part_s``^2 / 2 -- the waiting that the prefill
+        imposes on the requests arriving for the worker's cache while it runs (on average each
+        waits half of it), x the room the caches have (1 - ``full``, :func:`.cost.fullness`: in full
+        caches the charge would crowd new content onto a few that then churn). Negligible for a
+        short prefill; a long one (a new document, a long new prompt) goes where few requests come
+        for the cache. Zero without a draw record or weight."""
+        weight, draw = self.config.draw_weight / 2 * (1 - full), request.draw
+        if not weight or draw is None:
+            return _no_block
+        candidates = request.candidates
+        return lambda i, part_s: weight * draw(candidates[i].worker_id) * part_s * part_s
 
     def _fullness(self, request: RouteRequest | GroupedRequest) -> float:
         """How full the candidates' GPU tiers are past ``full_cache_threshold`` (0 to 1): from the
@@ -159,7 +182,7 @@ class KvgatePolicy:
                     (allowed, tiers, part, cost, min(map(queue_s.__getitem__, allowed)), lead.reused_tokens)
                 )
         charge = self._session_charge(request, held_by[0], full)
-        scored, tiers_at = self._near_members(request, leads, charge)
+        scored, tiers_at = self._near_members(request, leads, charge, self._block_charge(request, full))
         chosen = self._pick(scored, request)
         home = None
         cleared = {i for allowed in guarded for i in allowed}
@@ -170,26 +193,32 @@ class KvgatePolicy:
         return self._decide(chosen_estimate, home, request, held_by, weights)
 
     def _near_members(
-        self, request: GroupedRequest, leads: list[_Lead], charge: Callable[[int], float]
+        self, request: GroupedRequest, leads: list[_Lead], charge: Callable[[int], float], block: _Block
     ) -> tuple[list[tuple[int, float, int]], dict[int, str]]:
         """(position, score, reuse) of the allowed members that may fall within the near-tie
         window, scored as :meth:`choose` scores them, and each one's tiers. Without a session
-        charge a member's score grows with its queue alone, so each cohort's members past the
-        window's reach are skipped; with one, every allowed member is scored (O(workers))."""
+        charge a member's score is its queue plus its cohort's part plus a blocking charge of 0 or
+        more (:meth:`_block_charge`): one member's full score bounds the best from above, so each
+        cohort's members whose queue alone puts them past that bound's window are skipped; with a
+        session charge every allowed member is scored (O(workers))."""
         queue_s = request.queue_s
         scored: list[tuple[int, float, int]] = []
         tiers_at: dict[int, str] = {}
         if charge is not _no_charge:
             for allowed, tiers, part, cost, _, reused in leads:
-                scored += [(i, (part + queue_s[i]) + cost + charge(i), reused) for i in allowed]
+                scored += [
+                    (i, (part + queue_s[i]) + cost + charge(i) + block(i, part), reused) for i in allowed
+                ]
                 tiers_at.update(dict.fromkeys(allowed, tiers))
             return scored, tiers_at
-        best = min((part + q) + cost for _, _, part, cost, q, _ in leads)
-        reach = best + self._window(best) + 1e-6  # slack for float rounding; _pick tests exactly
+        allowed, _, part, cost, _, _ = min(leads, key=lambda lead: (lead[2] + lead[4]) + lead[3])
+        first = min(allowed, key=queue_s.__getitem__)
+        bound = (part + queue_s[first]) + cost + block(first, part)  # the best score is no higher
+        reach = bound + self._window(bound) + 1e-6  # slack for float rounding; _pick tests exactly
         for allowed, tiers, part, cost, q_min, reused in leads:
             top = q_min + (reach - ((part + q_min) + cost))
             near = [i for i in allowed if queue_s[i] <= top]
-            scored += [(i, (part + queue_s[i]) + cost, reused) for i in near]
+            scored += [(i, (part + queue_s[i]) + cost + block(i, part), reused) for i in near]
             tiers_at.update(dict.fromkeys(near, tiers))
         return scored, tiers_at
 
@@ -303,6 +332,10 @@ class KvgatePolicy:
 
 
 def _no_charge(_i: int) -> float:
+    return 0.0
+
+
+def _no_block(_i: int, _part_s: float) -> float:
     return 0.0
 
 

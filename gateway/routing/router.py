@@ -20,6 +20,7 @@ from kvgate.gateway.routing.branches import PrefixBranches
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.cost import fullness
 from kvgate.gateway.routing.demand import OpeningDemand
+from kvgate.gateway.routing.draw import CacheDraw
 from kvgate.gateway.routing.fleet import Fleet, FleetView
 from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.keyed_fallback import fallback_choice
@@ -85,6 +86,7 @@ class Router:
         self._config = config if isinstance(config, RoutingConfig) else RoutingConfig()
         half_life = self._config.placement_half_life_s
         self._placed = PlacedContent(half_life, monotonic=lambda: clock.now_ms() / 1000)
+        self._draw = CacheDraw(half_life, monotonic=lambda: clock.now_ms() / 1000)
         self._block_tokens = block_tokens
         self._branches = PrefixBranches()  # where the prompts seen part ways: their shared openings
         self._demand = OpeningDemand(half_life, monotonic=lambda: clock.now_ms() / 1000)
@@ -127,6 +129,7 @@ class Router:
         uncached = prompt_tokens - decision.predicted_cached_tokens
         self._inflight.setdefault(decision.worker_id, {})[ticket] = (self._clock.now_ms(), uncached)
         self._placed.add(decision.worker_id, uncached)
+        self._draw.record(decision.worker_id, decision.predicted_cached_tokens)
         self._fleet.touch(decision.worker_id)
         wait_s = decision.estimated_ttft_s or 0.0  # pending until then, here and on every gateway
         self._local.record(hashes, decision.worker_id, wait_s)
@@ -254,6 +257,7 @@ class Router:
         """Drops what this router learned of ``worker_id``'s holdings (its call failed)."""
         self._learned.forget(worker_id)
         self._placed.forget(worker_id)
+        self._draw.forget(worker_id)
 
     async def _lookup(self, hashes: Sequence[ChunkHash]) -> LookupResult | None:
         try:
@@ -291,6 +295,7 @@ class Router:
             shared,
             self._placed.rate,
             fleet.occupancy,
+            self._draw.rate,
         )
 
     def _grouped(
@@ -305,7 +310,7 @@ class Router:
         return GroupedRequest(
             prompt_tokens, self._chunk_size, fleet.candidates, fleet.position, fleet.queue_s, lookup.cohorts,
             next(self._seq), request_key, *home, self._placed.share, shared, self._placed.rate,
-            fleet.occupancy,
+            fleet.occupancy, self._draw.rate,
         )  # fmt: skip
 
     def _shared(self, hashes: Sequence[ChunkHash], opening: int, fleet: Fleet) -> SharedPrefix | None:

@@ -68,7 +68,8 @@ class RouteRequest:
     ``shared`` is the prompt's shared opening (None: not known); ``intake(worker)`` is the new content
     (uncached prompt tokens) sent to the worker lately, per second (None: not known); ``occupancy`` is
     the candidates' mean share of GPU-tier blocks holding KV (:func:`.cost.occupancy`; None: a policy
-    that needs it computes it from ``candidates``)."""
+    that needs it computes it from ``candidates``); ``draw(worker)`` is the requests per second that
+    came for the worker's cache lately (:class:`.draw.CacheDraw`; None: not known)."""
 
     prompt_tokens: TokenCount
     chunk_size: int
@@ -82,6 +83,7 @@ class RouteRequest:
     shared: SharedPrefix | None = None
     intake: Callable[[WorkerId], float] | None = None
     occupancy: float | None = None
+    draw: Callable[[WorkerId], float] | None = None
 
     def __post_init__(self) -> None:
         if not self.candidates:
@@ -166,6 +168,7 @@ class GroupedRequest:
     shared: SharedPrefix | None = None
     intake: Callable[[WorkerId], float] | None = None
     occupancy: float | None = None
+    draw: Callable[[WorkerId], float] | None = None
 
 
 @runtime_checkable
