@@ -88,13 +88,14 @@ class RoutingConfig:
     short prefill is hardly charged; a long new prompt goes to a worker few requests need instead of
     the holder of a popular document or of live sessions, whose next requests would wait behind it
     or recompute what it holds elsewhere. Each gateway replica counts only what it sent. Measured
-    kvgate alone (``bench/sim_policies.py`` traces, docs/BENCHMARKS.md section 1), 0.5 against 0:
-    over 8 workers x 1M tokens, seeds 0-2, TTFT p99 no higher than every other policy's in 15 of 15
-    runs (14 of 15 without; documents seed 2 8.19 -> 7.37 s); over 64 workers the synthetic trace's
-    hit rate 0.6473 -> 0.6500 (seed 0: a 191k-token prompt no longer lands on the holder of an
-    82k-token document, which then had to be recomputed elsewhere); over 300k-token caches,
-    documents at 8 workers 0.897 -> 0.905. The cost: the synthetic trace at 8 workers, seeds 0-7,
-    0.5396 -> 0.5388 mean hit rate. 0.25 and 1 did no better.
+    in docs/BENCHMARKS.md section 1 (``bench/sim_policies.py``, 0.5 against 0): over 8 workers x 1M
+    tokens, seeds 0-2, documents seed 2's TTFT p99 8.19 -> 7.37 s (under SGLang's 7.87 s; the p99 is
+    still the lowest in 14 of 15 runs, the synthetic trace's seed 2 now the miss); over 64 workers
+    the synthetic trace's hit rate 0.6473 -> 0.6500 (seed 0: a 191k-token prompt no longer lands on
+    the holder of an 82k-token document, which then had to be recomputed elsewhere); over 300k-token
+    caches, documents at 8 workers 0.897 -> 0.905. The cost: the synthetic trace at 8 workers, seeds
+    0-7 (kvgate alone), 0.5396 -> 0.5388 mean hit rate. Weights 0.25 and 1 (tried without the fade)
+    did no better.
 
     Warm-ups (``warm_demand`` 0 turns them off): when a routed prompt's shared opening of at least
     ``warm_min_tokens`` has fewer holders than 1 + its demand (the requests through it lately, times

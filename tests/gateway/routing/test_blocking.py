@@ -4,7 +4,6 @@ need the cache; a short prefill is hardly charged; full caches fade the charge."
 
 from __future__ import annotations
 
-import dataclasses
 import random
 from collections import Counter
 
@@ -23,7 +22,7 @@ from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.ids import SeqNo, Tier, WorkerId
 from kvgate.proto.units import BlockCount
 from kvgate.proto.workers import WorkerLoad
-from tests.gateway.routing.test_grouped_choice import _case
+from tests.gateway.routing.test_grouped_choice import _case, alike
 from tests.gateway.routing.test_policies import CHUNK, cand
 from tests.gateway.routing.test_router import ROOT, WORKERS, index, prompt  # noqa: F401 (index: a fixture)
 from tests.index.helpers import info
@@ -109,10 +108,7 @@ def test_grouped_decisions_charge_blocking_as_per_worker_decisions_do(seed: int)
     for _ in range(400):
         slow, grouped = _case(rng)
         rates = {c.worker_id: rng.choice((0.0, 1.0, 20.0, 200.0)) for c in slow.candidates}
-        slow = dataclasses.replace(slow, draw=rates.__getitem__)
-        grouped = dataclasses.replace(
-            grouped, draw=rates.__getitem__, queue_s=tuple(policy.queue_s(c) for c in grouped.candidates)
-        )
+        slow, grouped = alike(policy, slow, grouped, draw=rates.__getitem__)
         decision = policy.choose(slow)
         assert policy.choose_grouped(grouped) == decision
         moved += decision != free.choose(slow)
@@ -156,7 +152,7 @@ async def _long_prompts_after_reads(
         assert routed.decision.worker_id == holder, reader
     places: Counter[str] = Counter()
     for n in range(12):
-        long = prompt(700 + 100 * seed + n, 4 * LONG // 2)
+        long = prompt(700 + 100 * seed + n, 2 * LONG)
         routed = await router.preview(chunk_hashes(long, ROOT, CHUNK), len(long), workers, n)
         places["holder" if routed.decision.worker_id == holder else "other"] += 1
     return places

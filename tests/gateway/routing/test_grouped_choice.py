@@ -56,13 +56,20 @@ def _case(rng: random.Random) -> tuple[RouteRequest, GroupedRequest]:
     )
 
 
+def alike(
+    policy: KvgatePolicy, slow: RouteRequest, grouped: GroupedRequest, **fields: object
+) -> tuple[RouteRequest, GroupedRequest]:
+    """``slow`` and ``grouped`` (a :func:`_case`) with ``fields`` set on both, and the grouped
+    request's queue estimates from ``policy``: the same input to both paths."""
+    queue_s = tuple(policy.queue_s(c) for c in grouped.candidates)
+    return dataclasses.replace(slow, **fields), dataclasses.replace(grouped, queue_s=queue_s, **fields)
+
+
 # the hot-spot guard idle, firing, and (factor < 1) leaving no worker cool
 @pytest.mark.parametrize(("factor", "floor_s"), [(2.0, 10.0), (2.0, 0.01), (0.5, 0.01)])
 def test_grouped_decisions_equal_per_worker_decisions(factor: float, floor_s: float) -> None:
     policy = KvgatePolicy(RoutingConfig(hot_spot_factor=factor, hot_spot_floor_s=floor_s))
     rng = random.Random(floor_s * factor)
     for _ in range(600):
-        slow, grouped = _case(rng)
-        queue_s = tuple(policy.queue_s(c) for c in grouped.candidates)
-        grouped = dataclasses.replace(grouped, queue_s=queue_s)
+        slow, grouped = alike(policy, *_case(rng))
         assert policy.choose_grouped(grouped) == policy.choose(slow)

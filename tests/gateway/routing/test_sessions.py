@@ -23,7 +23,7 @@ from kvgate.proto.hashing import chunk_hashes
 from kvgate.proto.ids import SeqNo, Tier, WorkerId
 from kvgate.proto.units import BlockCount
 from kvgate.proto.workers import WorkerLoad
-from tests.gateway.routing.test_grouped_choice import _case
+from tests.gateway.routing.test_grouped_choice import _case, alike
 from tests.gateway.routing.test_policies import CHUNK, cand
 from tests.gateway.routing.test_router import ROOT, WORKERS, index, prompt  # noqa: F401 (index: a fixture)
 from tests.index.helpers import info
@@ -90,13 +90,7 @@ def test_grouped_decisions_charge_sessions_as_per_worker_decisions_do(seed: int)
         slow, grouped = _case(rng)
         intake = {c.worker_id: rng.choice((0.0, 500.0, 3000.0, 9000.0)) for c in slow.candidates}
         shares = {w: rate / max(max(intake.values()), 1.0) for w, rate in intake.items()}
-        slow = dataclasses.replace(slow, placed=shares.__getitem__, intake=intake.__getitem__)
-        grouped = dataclasses.replace(
-            grouped,
-            placed=shares.__getitem__,
-            intake=intake.__getitem__,
-            queue_s=tuple(policy.queue_s(c) for c in grouped.candidates),
-        )
+        slow, grouped = alike(policy, slow, grouped, placed=shares.__getitem__, intake=intake.__getitem__)
         decision = policy.choose(slow)
         assert policy.choose_grouped(grouped) == decision
         moved += decision != free.choose(slow)
