@@ -47,16 +47,16 @@ class WarmUpPlanner:
 
         ``full``: how full the caches are (:func:`.cost.fullness`); ``holders``: the workers that
         hold the opening or will (pending there, or just chosen for the request); ``intake``: new
-        content each worker took lately. The opening wants 1 + ``uses`` x ``worth`` x (1 - ``full``) /
-        ``warm_demand`` holders; below that, the idle worker (queue under ``warm_idle_s``) that holds
-        none of it and took the least new content is asked, unless this opening was warmed in the
-        last ``warm_cooldown_s``. Off while ``warm_demand`` is 0, for an opening under
-        ``warm_min_tokens`` and for one that no worker holds yet. Records the warm-up it returns."""
+        content each worker took lately. The opening wants one more holder (:meth:`_wanted`): by
+        demand, or (``warm_busy`` > 0) because every holder is busy; then the idle worker (queue
+        under ``warm_idle_s``) that holds none of it and took the least new content is asked, unless
+        this opening was warmed in the last ``warm_cooldown_s``. Off while ``warm_demand`` is 0, for
+        an opening under ``warm_min_tokens`` and for one that no worker holds yet. Records the
+        warm-up it returns."""
         config = self._config
         if not config.warm_demand or shared.tokens < config.warm_min_tokens or not holders:
             return None
-        wanted = 1 + math.floor(shared.uses * shared.worth * (1 - full) / config.warm_demand)
-        if len(holders) >= wanted or self._cooling(opening_end):
+        if not self._wanted(shared, full, fleet, holders) or self._cooling(opening_end):
             return None
         idle = [
             c.worker_id
@@ -68,6 +68,22 @@ class WarmUpPlanner:
         target = min(idle, key=intake)  # candidates are sorted by id: ties go to the lowest
         self._record(opening_end)
         return WarmUp(target, shared.tokens)
+
+    def _wanted(self, shared: SharedPrefix, full: float, fleet: Fleet, holders: Collection[WorkerId]) -> bool:
+        """Whether the opening wants a holder more than ``holders``. By demand: it wants 1 + ``uses``
+        x ``worth`` x (1 - ``full``) / ``warm_demand`` holders. By load (``warm_busy`` F > 0): the
+        least queue among its holders (those in ``fleet``) exceeds F x the opening's own prefill
+        seconds / (1 - ``full``) -- the next request for it would start sooner by copying it than
+        by waiting, and the copy is dearer the fuller the caches (never into full ones)."""
+        config = self._config
+        wanted = 1 + math.floor(shared.uses * shared.worth * (1 - full) / config.warm_demand)
+        if len(holders) < wanted:
+            return True
+        if not config.warm_busy or full >= 1:
+            return False
+        queues = [fleet.queue_s[i] for w in holders if (i := fleet.position.get(w)) is not None]
+        copy_s = shared.tokens / config.prefill_tokens_per_s / (1 - full)
+        return bool(queues) and min(queues) > config.warm_busy * copy_s
 
     def _cooling(self, opening_end: ChunkHash) -> bool:
         last = self._last.get(opening_end)
