@@ -111,10 +111,11 @@ class RoutingConfig:
     holder when the least queue among its holders exceeds F x its own prefill seconds over the room
     the caches have (1 - ``full``): a request for it would start sooner by copying it than by
     waiting, yet the copy weight keeps each one waiting. For many workers and bursts of sessions
-    that share long openings: at 64 workers (kvgate alone, F 1, seeds 0-2) agents' p99 reads
-    1.77-1.87 s against 2.51-3.37 s and documents' 4.00-6.84 s against 5.62-10.03 s, the hit rate
-    up on chat, agents, documents and pastes and down 0.0005-0.0014 on the synthetic trace; at 8
-    workers the runs move by single warm-ups (docs/BENCHMARKS.md section 1, "0.3M tokens per worker").
+    that share long openings: at 64 workers (kvgate alone, F 1, seeds 0-2, 1M- and 300k-token
+    caches) agents' p99 reads 1.5-2.0 s against 2.5-9.6 s and documents' 4.0-7.2 s against 5.6-12.0
+    s, the hit rate up on chat, agents, documents and pastes and down 0.0001-0.0023 on the synthetic
+    trace; at 8 workers it gains nothing and moves documents' tail the wrong way, so it is off by
+    default (docs/BENCHMARKS.md section 1, "0.3M tokens per worker").
 
     Prefix affinity (SGLang cache-aware style): balance by load when max-min load >
     ``balance_abs_threshold`` and max > ``balance_rel_threshold`` x min; else take the longest match
