@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -27,22 +26,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gateway import _commit
-from bench.sim_policies import KEYS, RECORDED, TRACES, _recorded, _trace
+from bench.sim_policies import KEYS, add_grid_arguments, grid_cells, simulate
 
 
 def _run(path: str, cell: tuple[int, float, int, int], settings: list[str]) -> dict[str, float]:
-    workers, speed, capacity, seed = cell
-    command = [
-        sys.executable, "-m", "kvgate.cli.main", "simulate", path, "--policy", "kvgate",
-        "--workers", str(workers), "--speed", str(speed), "--capacity-tokens", str(capacity),
-        "--seed", str(seed), "--json", "--quiet",
-    ]  # fmt: skip
-    for setting in settings:
-        command += ["--routing-config", setting]
-    done = subprocess.run(command, capture_output=True, text=True)
-    if done.returncode != 0:  # say which cell failed and why, not just a traceback of this script
-        raise SystemExit(f"{' '.join(command[2:])} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    policy = json.loads(done.stdout)["policies"]["kvgate"]
+    policy = simulate(path, cell, "kvgate", settings)["policies"]["kvgate"]
     return {k: round(policy[k], 4) for k in KEYS}
 
 
@@ -80,27 +68,9 @@ def _lines(rows: list[dict], settings: list[str]) -> list[str]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", action="append", required=True, metavar="KEY=VALUE", dest="settings")
-    parser.add_argument("--traces", default=",".join(TRACES))
-    parser.add_argument("--sizes", default="8x1,64x8", help="WORKERSxSPEED, comma-separated")
-    parser.add_argument("--capacities", default="1000000,300000", help="GPU tokens per worker")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--name", default="sim_knob", help="result file name, without extension")
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
-    parser.add_argument("--traces-dir", default="/tmp/kvgate-traces", help="where generated traces go")
-    parser.add_argument(
-        "--recorded", action="append", default=[], metavar="NAME=PATH",
-        help=f"read recorded trace NAME ({', '.join(RECORDED)}) from PATH",
-    )  # fmt: skip
+    add_grid_arguments(parser, "sim_knob", "8x1,64x8")
     args = parser.parse_args()
-    try:
-        recorded = _recorded(args.recorded, args.traces.split(","))
-    except ValueError as error:
-        parser.error(str(error))
-    sizes = [(int(w), float(s)) for w, s in (size.split("x") for size in args.sizes.split(","))]
-    cells = [(t, _trace(t, seed, Path(args.traces_dir), recorded), (w, s, int(c), seed))
-             for t in args.traces.split(",") for w, s in sizes
-             for c in args.capacities.split(",") for seed in map(int, args.seeds.split(","))]  # fmt: skip
+    cells = grid_cells(parser, args)
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda c: _cell(*c, args.settings), cells))
     command = ("python bench/sim_knob.py " + " ".join(sys.argv[1:])).strip()

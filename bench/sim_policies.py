@@ -38,6 +38,7 @@ import json
 import platform
 import subprocess
 import sys
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -98,16 +99,60 @@ def _recorded(options: list[str], traces: list[str]) -> dict[str, Path]:
     return paths
 
 
-def _cell(trace: str, path: str, workers: int, speed: float, capacity: int, seed: int) -> dict:
+def simulate(path: str, cell: tuple[int, float, int, int], policy: str, settings: Sequence[str] = ()) -> dict:
+    """``kvgate simulate PATH --policy POLICY --json`` for one cell (workers, speed, GPU tokens per
+    worker, seed) with ``--routing-config`` ``settings``, in a subprocess: its JSON report. Exits
+    naming the command and the simulator's reason when it fails."""
+    workers, speed, capacity, seed = cell
     command = [
-        sys.executable, "-m", "kvgate.cli.main", "simulate", path, "--policy", "all",
+        sys.executable, "-m", "kvgate.cli.main", "simulate", path, "--policy", policy,
         "--workers", str(workers), "--speed", str(speed), "--capacity-tokens", str(capacity),
         "--seed", str(seed), "--json", "--quiet",
     ]  # fmt: skip
+    for setting in settings:
+        command += ["--routing-config", setting]
     done = subprocess.run(command, capture_output=True, text=True)
     if done.returncode != 0:  # say which cell failed and why, not just a traceback of this script
         raise SystemExit(f"{' '.join(command[2:])} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    report = json.loads(done.stdout)
+    return json.loads(done.stdout)
+
+
+def add_grid_arguments(parser: argparse.ArgumentParser, name: str, sizes: str) -> None:
+    """The options that choose a grid's cells and where its results go (``name``, ``sizes``: the
+    defaults of ``--name`` and ``--sizes``)."""
+    parser.add_argument("--traces", default=",".join(TRACES))
+    parser.add_argument("--sizes", default=sizes, help="WORKERSxSPEED, comma-separated")
+    parser.add_argument("--capacities", default="1000000,300000", help="GPU tokens per worker")
+    parser.add_argument("--seeds", default="0,1,2")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--name", default=name, help="result file name, without extension")
+    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    parser.add_argument("--traces-dir", default="/tmp/kvgate-traces", help="where generated traces go")
+    parser.add_argument(
+        "--recorded", action="append", default=[], metavar="NAME=PATH",
+        help=f"read recorded trace NAME ({', '.join(RECORDED)}) from PATH",
+    )  # fmt: skip
+
+
+def grid_cells(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> list[tuple[str, str, tuple[int, float, int, int]]]:
+    """(trace, its path, (workers, speed, GPU tokens per worker, seed)) of every cell the grid
+    options ask for, generated traces written on first use; a parser error for a bad trace name or a
+    recorded trace that is not there."""
+    try:
+        recorded = _recorded(args.recorded, args.traces.split(","))
+    except ValueError as error:
+        parser.error(str(error))
+    sizes = [(int(w), float(s)) for w, s in (size.split("x") for size in args.sizes.split(","))]
+    return [(t, _trace(t, seed, Path(args.traces_dir), recorded), (w, s, int(c), seed))
+            for t in args.traces.split(",") for w, s in sizes
+            for c in args.capacities.split(",") for seed in map(int, args.seeds.split(","))]  # fmt: skip
+
+
+def _cell(trace: str, path: str, cell: tuple[int, float, int, int]) -> dict:
+    workers, speed, capacity, seed = cell
+    report = simulate(path, cell, "all")
     row = {"trace": trace, "workers": workers, "speed": speed, "capacity": capacity, "seed": seed,
            "pooled": round(report["pooled_hit_rate"], 4),
            "policies": {name: {k: round(p[k], 4) for k in KEYS} | {"reasons": p["reasons"]}
@@ -162,29 +207,10 @@ def _mean_lines(rows: list[dict]) -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--traces", default=",".join(TRACES))
-    parser.add_argument("--sizes", default="8x1,64x8,256x32", help="WORKERSxSPEED, comma-separated")
-    parser.add_argument("--capacities", default="1000000,300000", help="GPU tokens per worker")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--jobs", type=int, default=2)
-    parser.add_argument("--name", default="sim_policies", help="result file name, without extension")
-    parser.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
-    parser.add_argument("--traces-dir", default="/tmp/kvgate-traces", help="where generated traces go")
-    parser.add_argument(
-        "--recorded", action="append", default=[], metavar="NAME=PATH",
-        help=f"read recorded trace NAME ({', '.join(RECORDED)}) from PATH",
-    )  # fmt: skip
+    add_grid_arguments(parser, "sim_policies", "8x1,64x8,256x32")
     args = parser.parse_args()
-    try:
-        recorded = _recorded(args.recorded, args.traces.split(","))
-    except ValueError as error:
-        parser.error(str(error))
     out = Path(args.out)
-    sizes = [(int(w), float(s)) for w, s in (size.split("x") for size in args.sizes.split(","))]
-    seeds = [int(s) for s in args.seeds.split(",")]
-    cells = [(t, _trace(t, seed, Path(args.traces_dir), recorded), w, s, int(c), seed)
-             for t in args.traces.split(",") for w, s in sizes
-             for c in args.capacities.split(",") for seed in seeds]  # fmt: skip
+    cells = grid_cells(parser, args)
     with ThreadPoolExecutor(args.jobs) as pool:
         rows = list(pool.map(lambda c: _cell(*c), cells))
     command = ("python bench/sim_policies.py " + " ".join(sys.argv[1:])).strip()
