@@ -85,22 +85,29 @@ async def test_a_new_prompt_goes_to_the_home_of_its_key_through_every_front(toke
 
 
 async def test_the_user_names_the_caller_and_routes_nothing(tokenizer: Tokenizer) -> None:
-    """The same ``user`` / ``metadata.user_id`` on every request pins nothing: fresh prompts still
-    spread over both workers."""
+    """The same ``user`` / ``metadata.user_id`` on every request pins nothing: fresh prompts sent
+    through one front still spread over both workers. Each front gets a run of its own: new prompts
+    of one size are placed where they cost the least, which can alternate between the workers, so
+    interleaving the fronts could put every message on one worker and every chat on the other."""
+
+    def message() -> dict[str, object]:
+        return {"model": MODEL, "max_tokens": 2, "metadata": {"user_id": "one-user"},
+                "messages": [{"role": "user", "content": _fresh()}]}  # fmt: skip
+
+    def chat() -> dict[str, object]:
+        return {"model": MODEL, "max_tokens": 2, "user": "one-user",
+                "messages": [{"role": "user", "content": _fresh()}]}  # fmt: skip
+
+    runs = {"/v1/messages": message, "/v1/chat/completions": chat}
     async with running_gateway(tokenizer) as live:
         served = _served_by(live)
-        by_message, by_chat = set(), set()
         async with httpx.AsyncClient(base_url=live.url, timeout=30) as http:
-            for _ in range(12):
-                message = {"model": MODEL, "max_tokens": 2, "metadata": {"user_id": "one-user"},
-                           "messages": [{"role": "user", "content": _fresh()}]}  # fmt: skip
-                assert (await http.post("/v1/messages", json=message)).status_code == 200
-                by_message.add(served())
-                chat = {"model": MODEL, "max_tokens": 2, "user": "one-user",
-                        "messages": [{"role": "user", "content": _fresh()}]}  # fmt: skip
-                assert (await http.post("/v1/chat/completions", json=chat)).status_code == 200
-                by_chat.add(served())
-        assert by_message == by_chat == {w.worker_id for w in live.workers}
+            for path, body in runs.items():
+                workers = set()
+                for _ in range(12):
+                    assert (await http.post(path, json=body())).status_code == 200
+                    workers.add(served())
+                assert workers == {w.worker_id for w in live.workers}, path
 
 
 async def test_a_longer_prefix_beats_the_key_and_the_dry_run_predicts_both(tokenizer: Tokenizer) -> None:
