@@ -26,6 +26,9 @@ from pathlib import Path
 import numpy as np
 import redis.asyncio as aioredis
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.machine import command_line, git_commit
 from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, MemoryPrefixIndex, PrefixIndex, RedisPrefixIndex, redis_client
 from kvgate.proto.events import EventBatch, KVEvent
@@ -134,7 +137,7 @@ def markdown(report: dict) -> str:
     lines = [
         "# Foundation benchmark",
         "",
-        f"Machine: {report['machine']}",
+        f"Commit {report['commit']}; command `{report['command']}`. Machine: {report['machine']}",
         "",
         "## Chunk hashing, 32,768-token prompt (256 chunks)",
         "",
@@ -171,6 +174,8 @@ def main() -> None:
         if proc is not None:
             proc.kill()
     report = {
+        "commit": git_commit(short=True),
+        "command": command_line(),
         "machine": f"{platform.processor() or platform.machine()}, {platform.python_version()}, "
         f"{__import__('os').cpu_count()} cores",
         "hashing_32k": hashing,
