@@ -69,7 +69,7 @@ def diagnose(
     worker the gateway knows now, by id; ``excerpt``: the prompt's text from where it parts from its
     most similar earlier request (shown only when it looks volatile)."""
     reusable = reusable_tokens(record.prompt_tokens, layout.block_size)
-    if record.cached_tokens >= reusable:
+    if fully_reused(record, layout):
         return _hit(record, reusable)
     same = finding.same if finding.same is not None and finding.same.common_tokens >= MIN_SIMILAR else None
     seen = layout.chunks(min(same.shared_tokens, reusable)) if same is not None else 0
@@ -94,6 +94,12 @@ def diagnose(
         "Requests that repeat its opening will reuse it.",
         {},
     )
+
+
+def fully_reused(record: RequestRecord, layout: Layout) -> bool:
+    """Whether ``record`` reused every reusable token: then its diagnosis is ``hit``, whatever its
+    tenant's earlier requests hold (no comparison needed)."""
+    return record.cached_tokens >= reusable_tokens(record.prompt_tokens, layout.block_size)
 
 
 def _hit(record: RequestRecord, reusable: int, same: Match | None = None) -> Diagnosis:

@@ -2,10 +2,12 @@
 recent requests as it finishes, and answers ``diagnose(tenant, request_id)``.
 
 Once per finished request: shaping the prompt is a few vectorized passes over its token ids, the
-comparison one pass over at most ``compare_recent`` earlier shapes, and the excerpt decodes at most
-``EXCERPT_TOKENS`` tokens. That is milliseconds for a long prompt (about 5 ms for 8k tokens against 64
-earlier ones, 30 ms for 128k), so it runs in a worker thread (``asyncio.to_thread``), never on the
-event loop; the record itself is read and changed on the loop only.
+comparison (skipped for a request that reused every reusable token: its diagnosis is ``hit``) one
+pass over at most ``compare_recent`` earlier shapes, and the excerpt decodes at most
+``EXCERPT_TOKENS`` tokens. That is milliseconds for a long prompt (about 2.5 ms for 8k tokens against
+64 earlier ones, 5 ms for 128k, on one core of the 2-core machine of docs/BENCHMARKS.md), so it runs in
+a worker thread (``asyncio.to_thread``), never on the event loop; the record itself is read and changed
+on the loop only.
 """
 
 from __future__ import annotations
@@ -21,9 +23,9 @@ import numpy as np
 
 from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.diagnosis.causes import Diagnosis
-from kvgate.gateway.diagnosis.compare import compare
+from kvgate.gateway.diagnosis.compare import Finding, compare
 from kvgate.gateway.diagnosis.config import DiagnosisSettings
-from kvgate.gateway.diagnosis.diagnose import Layout, diagnose
+from kvgate.gateway.diagnosis.diagnose import Layout, diagnose, fully_reused
 from kvgate.gateway.diagnosis.record import RequestRecord, RouteNote, Scope, WorkerMark
 from kvgate.gateway.diagnosis.shape import Shaper
 from kvgate.gateway.diagnosis.store import RecentRequests
@@ -124,7 +126,7 @@ class CacheDiagnostics:
         """``request``'s record, finished at ``at_s``, with its diagnosis against ``earlier``. Runs in
         a worker thread: it reads its arguments (immutable records) and touches no shared state."""
         record = self._record(request, workers, at_s)
-        finding = compare(record, earlier)
+        finding = Finding(None, None) if fully_reused(record, self._layout) else compare(record, earlier)
         same = finding.same
         excerpt = self._excerpt(request.token_ids, same.shared_tokens) if same is not None else None
         return _with(record, diagnose(record, finding, workers, self._layout, excerpt))

@@ -16,7 +16,6 @@ import secrets
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import sliding_window_view
 
 WINDOW = 16
 ANCHOR_EVERY = 8  # about one window in 8 is an anchor
@@ -65,7 +64,7 @@ class Shaper:
         rng = np.random.default_rng(secrets.randbits(64) if seed is None else seed)
         keys = rng.integers(0, 2**63, 3, dtype=np.int64)
         self._mul, self._add, self._mix = (_U64(int(x) | 1) for x in keys)
-        self._powers = (self._mix ** np.arange(WINDOW - 1, -1, -1, dtype=_U64)).astype(_U64)
+        self._unmix = _U64(pow(int(self._mix), -1, 2**64))  # odd: invertible modulo 2^64
 
     def shape(self, token_ids: np.ndarray) -> Shape:
         """The shape of ``token_ids`` (pure for one shaper)."""
@@ -78,26 +77,58 @@ class Shaper:
     def _anchors(self, keyed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         if len(keyed) < WINDOW:
             return np.zeros(0, _U64), np.zeros(0, np.int32)
-        windows = (sliding_window_view(keyed, WINDOW) * self._powers).sum(axis=1, dtype=_U64)
+        windows = self._windows(keyed)
         windows ^= windows >> _U64(29)
         windows *= self._mul
         picked = np.flatnonzero(windows % _U64(ANCHOR_EVERY) == 0)[:MAX_ANCHORS]
         anchors, first = np.unique(windows[picked], return_index=True)
         return anchors, picked[first].astype(np.int32)
 
+    def _windows(self, keyed: np.ndarray) -> np.ndarray:
+        """The hash of every ``WINDOW``-token window, sum over j of keyed[i + j] x mix^(WINDOW - 1 - j)
+        modulo 2^64, from one running sum: with S[i] the sum of keyed[k] x mix^-k over k < i, window
+        i is mix^(i + WINDOW - 1) x (S[i + WINDOW] - S[i]). O(n), not O(n x WINDOW)."""
+        n = len(keyed)
+        unmix = np.full(n, self._unmix, dtype=_U64)
+        unmix[0] = 1
+        np.cumprod(unmix, out=unmix)  # mix^-k
+        running = np.zeros(n + 1, dtype=_U64)
+        np.cumsum(keyed * unmix, out=running[1:])
+        mix = np.full(n, self._mix, dtype=_U64)
+        mix[0] = 1
+        np.cumprod(mix, out=mix)  # mix^k
+        return mix[WINDOW - 1 :] * (running[WINDOW:] - running[: n - WINDOW + 1])
+
 
 def shared_prefix(a: Shape, b: Shape) -> int:
-    """Leading tokens ``a`` and ``b`` have in common (by their marks)."""
+    """Leading tokens ``a`` and ``b`` have in common (by their marks). Compares four marks at a time
+    (as 64-bit words), then the tokens of the first word that differs."""
     n = min(len(a.marks), len(b.marks))
-    differ = np.flatnonzero(a.marks[:n] != b.marks[:n])
-    return int(differ[0]) if differ.size else n
+    whole = n - n % 4
+    start = whole
+    if whole:
+        differ = a.marks[:whole].view(np.uint64) != b.marks[:whole].view(np.uint64)
+        first = int(differ.argmax())
+        start = first * 4 if differ[first] else whole
+    end = min(start + 4, n)
+    tail = np.flatnonzero(a.marks[start:end] != b.marks[start:end])
+    return start + int(tail[0]) if tail.size else end
 
 
 def order(a: Shape, b: Shape, after: int) -> Order:
-    """How ``a``'s content from token ``after`` on appears in ``b`` (see :class:`Order`)."""
-    mine = a.anchor_pos >= after
-    _, ia, ib = np.intersect1d(a.anchors, b.anchors, assume_unique=True, return_indices=True)
-    keep = a.anchor_pos[ia] >= after
-    in_a, in_b = a.anchor_pos[ia][keep], b.anchor_pos[ib][keep]
+    """How ``a``'s content from token ``after`` on appears in ``b`` (see :class:`Order`). Looks up only
+    ``a``'s anchors from ``after`` on, by binary search in ``b``'s sorted anchors: O(k log m) for k
+    such anchors, so a follow-up that adds a short message to a long shared prompt costs little."""
+    mine = np.flatnonzero(a.anchor_pos >= after)  # ascending: a's anchors (sorted) from `after` on
+    if not mine.size:
+        return Order(0, 0, 0)
+    values = a.anchors[mine]
+    at = np.searchsorted(b.anchors, values)
+    found = at < len(b.anchors)
+    found[found] = b.anchors[at[found]] == values[found]
+    common = int(found.sum())
+    if common < 2:  # no step between found anchors
+        return Order(int(mine.size), common, 0)
+    in_a, in_b = a.anchor_pos[mine[found]], b.anchor_pos[at[found]]
     steps = np.diff(in_b[np.argsort(in_a, kind="stable")].astype(np.int64))
-    return Order(int(mine.sum()), int(keep.sum()), int((steps < -WINDOW).sum()))
+    return Order(int(mine.size), common, int((steps < -WINDOW).sum()))

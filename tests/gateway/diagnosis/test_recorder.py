@@ -5,12 +5,15 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
-from kvgate.gateway.diagnosis import Cause, DiagnosisSettings
+from kvgate.gateway.diagnosis import Cause, DiagnosisSettings, recorder
+from kvgate.gateway.diagnosis.compare import Finding
 from kvgate.gateway.diagnosis.diagnose import Layout
+from kvgate.gateway.diagnosis.record import RequestRecord
 from kvgate.gateway.diagnosis.recorder import CacheDiagnostics, Finished
 from kvgate.gateway.routing.types import Routed, RouteDecision, RouteReason
 from kvgate.proto.ids import WorkerId
@@ -82,3 +85,24 @@ async def test_switched_off_it_records_nothing() -> None:
     cache = CacheDiagnostics(DiagnosisSettings(enabled=False), Layout(128, 16), Tokenizer(), dict)
     assert await cache.finished(finished("r1", PROMPT)) is None
     assert len(cache.recent) == 0
+
+
+async def test_a_request_that_reused_every_reusable_token_is_a_hit_without_a_comparison(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Its diagnosis is ``hit`` whatever earlier requests hold, so it is not compared with them (the
+    comparison is the costly part, per earlier request); a request that missed some still is."""
+    compared: list[str] = []
+    real = recorder.compare
+
+    def counting(record: RequestRecord, earlier: Sequence[RequestRecord]) -> Finding:
+        compared.append(record.request_id)
+        return real(record, earlier)
+
+    monkeypatch.setattr(recorder, "compare", counting)
+    cache = diagnostics(Tokenizer())
+    await cache.finished(finished("r1", PROMPT))
+    reusable = (len(PROMPT) - 1) // 16 * 16
+    assert (await cache.finished(finished("r2", PROMPT, cached=reusable))).cause is Cause.HIT
+    assert (await cache.finished(finished("r3", PROMPT, cached=reusable - 16))).cause is not Cause.HIT
+    assert compared == ["r1", "r3"]
