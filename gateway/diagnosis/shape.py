@@ -101,18 +101,10 @@ class Shaper:
 
 
 def shared_prefix(a: Shape, b: Shape) -> int:
-    """Leading tokens ``a`` and ``b`` have in common (by their marks). Compares four marks at a time
-    (as 64-bit words), then the tokens of the first word that differs."""
+    """Leading tokens ``a`` and ``b`` have in common (by their marks)."""
     n = min(len(a.marks), len(b.marks))
-    whole = n - n % 4
-    start = whole
-    if whole:
-        differ = a.marks[:whole].view(np.uint64) != b.marks[:whole].view(np.uint64)
-        first = int(differ.argmax())
-        start = first * 4 if differ[first] else whole
-    end = min(start + 4, n)
-    tail = np.flatnonzero(a.marks[start:end] != b.marks[start:end])
-    return start + int(tail[0]) if tail.size else end
+    differ = np.flatnonzero(a.marks[:n] != b.marks[:n])
+    return int(differ[0]) if differ.size else n
 
 
 def order(a: Shape, b: Shape, after: int) -> Order:
