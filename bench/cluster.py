@@ -21,6 +21,7 @@ import openai
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import command_line, git_commit
 from tests.system.test_up import _serves
 from tests.system.up_process import UpProcess, wait_for
 
@@ -100,6 +101,8 @@ def main() -> None:
     finally:
         up.interrupt()
     report = {
+        "commit": git_commit(short=True),
+        "command": command_line(),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
         "prompt_tokens": prompt_tokens,
         "ttft_fresh_s": statistics.median(fresh),
