@@ -23,6 +23,9 @@ from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.machine import command_line, git_commit
 from kvgate.loadgen.report import summarize
 from kvgate.loadgen.runner import run
 from kvgate.loadgen.workload import shared_prefix
@@ -93,7 +96,7 @@ def markdown(report: dict) -> str:
     lines = [
         "# Live benchmark: kvgate up, one run per policy",
         "",
-        f"Machine: {report['machine']}",
+        f"Commit {report['commit']}; command `{report['command']}`. Machine: {report['machine']}",
         "",
         f"`kvgate up` (SmolLM2-135M-Instruct, {w['workers']} CPU workers) driven by the shared-prefix "
         f"workload: {w['groups']} system prompts of ~{w['system_tokens']} tokens, {w['per_group']} "
@@ -139,6 +142,8 @@ def main() -> None:
         )
     }
     report = {
+        "commit": git_commit(short=True),
+        "command": command_line(),
         "machine": f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores",
         "workload": workload,
         "policies": {p: one_policy(p, args) for p in policies},
