@@ -30,6 +30,7 @@ import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import command_line, git_commit
 from kvgate.loadgen.open_loop import Outcome, open_loop
 from kvgate.loadgen.report import percentile
 from tests.support.redis_server import RedisServer, free_port
@@ -85,6 +86,8 @@ async def _phases(setup: Setup, base: str, gateway: psutil.Process) -> dict:
                 phases[name] = {"factor": factor} | _summary(outcomes, rate, setup.seconds)
             recovery = [await _send(client, i) for i in range(2 * setup.workers * setup.slots)]
     return {
+        "commit": git_commit(short=True),
+        "command": command_line(),
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
         "setup": setup.__dict__ | {"sustainable_per_s": setup.sustainable_per_s},
         "phases": phases,

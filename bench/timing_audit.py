@@ -16,6 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench.machine import command_line, git_commit
 from kvgate.audit.timing import Target, run_audit
 from kvgate.gateway.tenancy import hash_key
 from tests.system.up_process import UpProcess
@@ -41,6 +42,8 @@ def main() -> None:
     finally:
         up.interrupt()
     report = {
+        "commit": git_commit(short=True),
+        "command": command_line(),
         "machine": f"{platform.machine()}, Python {platform.python_version()}",
         "stack": "kvgate up, SmolLM2-135M-Instruct, 2 CPU workers, policy kvgate",
         "prompt_words": args.prompt_words,
