@@ -109,8 +109,9 @@ def shared_prefix(a: Shape, b: Shape) -> int:
 
 def order(a: Shape, b: Shape, after: int) -> Order:
     """How ``a``'s content from token ``after`` on appears in ``b`` (see :class:`Order`). Looks up only
-    ``a``'s anchors from ``after`` on, by binary search in ``b``'s sorted anchors: O(k log m) for k
-    such anchors, so a follow-up that adds a short message to a long shared prompt costs little."""
+    ``a``'s anchors from ``after`` on, by binary search in ``b``'s sorted anchors (one vectorized pass
+    over ``a``'s anchor positions, then O(k log m) for k such anchors): a follow-up that adds a short
+    message to a long shared prompt costs little."""
     mine = np.flatnonzero(a.anchor_pos >= after)  # ascending: a's anchors (sorted) from `after` on
     if not mine.size:
         return Order(0, 0, 0)
