@@ -17,6 +17,7 @@ from kvgate.gateway.diagnosis.record import RequestRecord
 from kvgate.gateway.diagnosis.recorder import CacheDiagnostics, Finished
 from kvgate.gateway.routing.types import Routed, RouteDecision, RouteReason
 from kvgate.proto.ids import WorkerId
+from kvgate.proto.layout import reusable_tokens
 from kvgate.proto.sampling import Usage
 from tests.gateway.diagnosis.records import SCOPE, tokens
 
@@ -102,7 +103,7 @@ async def test_a_request_that_reused_every_reusable_token_is_a_hit_without_a_com
     monkeypatch.setattr(recorder, "compare", counting)
     cache = diagnostics(Tokenizer())
     await cache.finished(finished("r1", PROMPT))
-    reusable = (len(PROMPT) - 1) // 16 * 16
+    reusable = reusable_tokens(len(PROMPT), 16)  # the layout's block size
     assert (await cache.finished(finished("r2", PROMPT, cached=reusable))).cause is Cause.HIT
     assert (await cache.finished(finished("r3", PROMPT, cached=reusable - 16))).cause is not Cause.HIT
     assert compared == ["r1", "r3"]
