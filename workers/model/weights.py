@@ -3,7 +3,8 @@
 Both loaders (safetensors and GGUF) speak Hugging Face names; the model's family (``families``) maps the
 names inside a layer onto our modules, and this module owns the fused parameters (``qkv`` = q, k, v rows;
 ``gate_up`` = gate, up rows), filled shard by shard or whole (Phi-3's checkpoints fuse them already), and
-checks that every parameter was filled exactly once.
+the stacked experts of a mixture (``mlp.experts.gate_up [E, 2I, H]``, filled expert by expert under the
+names ``mlp.experts.{e}.gate_up.weight``), and checks that every parameter was filled exactly once.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class WeightLoader:
         q, kv = config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim
         self._qkv_rows = {"q": (0, q), "k": (q, kv), "v": (q + kv, kv)}
         self._layer_weight = family_of(config.architecture).layer_weight
-        self._params = dict(model.named_parameters())
+        self._params = _addressable(dict(model.named_parameters()))
         self._missing = _expected(list(self._params))
 
     def load(self, hf_name: str, tensor: torch.Tensor) -> bool:
@@ -88,6 +89,20 @@ def _shards(param_name: str) -> tuple[str | None, ...]:
     """The shards of a fused parameter (``layers.0.attn.qkv.weight`` -> q, k, v), else ``(None,)``."""
     module = param_name.rsplit(".", 2)[-2]
     return _FUSED.get(module, (None,))
+
+
+def _addressable(params: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``params`` with each stacked expert parameter (``layers.0.mlp.experts.gate_up``, ``[E, ...]``)
+    replaced by its E per-expert views (``layers.0.mlp.experts.{e}.gate_up.weight``), as checkpoints
+    name them."""
+    addressable: dict[str, torch.Tensor] = {}
+    for name, param in params.items():
+        base, _, kind = name.rpartition(".")
+        if base.endswith(".experts") and kind in ("gate_up", "down"):
+            addressable |= {f"{base}.{e}.{kind}.weight": param[e] for e in range(param.shape[0])}
+        else:
+            addressable[name] = param
+    return addressable
 
 
 def _expected(param_names: list[str]) -> set[Target]:
