@@ -8,13 +8,15 @@ from dataclasses import dataclass
 
 from kvgate.gateway.diagnosis.record import RequestRecord, WorkerMark
 from kvgate.gateway.diagnosis.shape import ANCHOR_EVERY, Order, order, shared_prefix
+from kvgate.proto.ids import CHUNK_HASH_BYTES
 
 
 @dataclass(frozen=True, slots=True)
 class Match:
     """An earlier request of the tenant: ``shared_tokens`` leading tokens in common with this one,
-    how this one's content after them appears in it (``order``), the parts of its scope that differ
-    (empty: the same scope), the worker it went to and what that worker looked like when it finished."""
+    how this one's content after them appears in it (``order``; under another scope, where only the
+    shared prefix counts, not compared: empty), the parts of its scope that differ (empty: the same
+    scope), the worker it went to and what that worker looked like when it finished."""
 
     request_id: str
     shared_tokens: int
@@ -27,7 +29,7 @@ class Match:
     @property
     def common_tokens(self) -> int:
         """About how many tokens of content the two have in common, in any order."""
-        return self.shared_tokens + self.order.found * ANCHOR_EVERY
+        return common_tokens(self.shared_tokens, self.order)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,29 +41,65 @@ class Finding:
     other: Match | None
 
 
-def compare(record: RequestRecord, earlier: Sequence[RequestRecord]) -> Finding:
-    """``record`` against ``earlier`` (its tenant's, newest first; other tenants' are skipped)."""
+def common_tokens(shared_tokens: int, order: Order) -> int:
+    return shared_tokens + order.found * ANCHOR_EVERY
+
+
+def compare(record: RequestRecord, earlier: Sequence[RequestRecord], chunk_size: int) -> Finding:
+    """``record`` against ``earlier`` (its tenant's, newest first; other tenants' are skipped). Ties
+    go to the newest. Per earlier request, the shared prefix and (same scope) the order of the rest
+    are computed; a :class:`Match` is built only for the best so far. ``chunk_size``: the tokens per
+    hash of the records' chains; the chunks whose hashes two chains share are not compared again."""
     same: Match | None = None
     other: Match | None = None
+    best_same, best_other = 0, 0
     for before in earlier:
         if before.tenant != record.tenant or before.request_id == record.request_id:
             continue
-        match = _match(record, before)
-        if not match.scope_differences:
-            if match.common_tokens > 0 and (same is None or match.common_tokens > same.common_tokens):
-                same = match
-        elif match.shared_tokens > 0 and (other is None or match.shared_tokens > other.shared_tokens):
-            other = match
+        known = shared_chunks(record.chunk_hashes, before.chunk_hashes) * chunk_size
+        shared = shared_prefix(record.shape, before.shape, known)
+        differences = record.scope.differences(before.scope)
+        if differences:
+            if shared > best_other:
+                other, best_other = _match(record, before, shared, _UNCOMPARED, differences), shared
+            continue
+        found = order(record.shape, before.shape, shared)
+        common = common_tokens(shared, found)
+        if common > best_same:
+            same, best_same = _match(record, before, shared, found, ()), common
     return Finding(same, other)
 
 
-def _match(record: RequestRecord, before: RequestRecord) -> Match:
-    shared = shared_prefix(record.shape, before.shape)
+_UNCOMPARED = Order(0, 0, 0)
+
+
+def shared_chunks(a: bytes, b: bytes) -> int:
+    """Leading chunks two chains (``CHUNK_HASH_BYTES`` per chunk) have in common. A chunk's hash
+    covers every token before it, so equal hashes at chunk k mean equal chains up to k: a binary
+    search on single hashes, the last common chunk tried first (prompts sharing all their whole
+    chunks, as a conversation's turns and one system prompt's requests do)."""
+    size = CHUNK_HASH_BYTES
+    n = min(len(a), len(b)) // size
+    if n == 0 or a[(n - 1) * size : n * size] == b[(n - 1) * size : n * size]:
+        return n
+    low, high = 0, n - 1  # chunks [0, low) are shared; chunk `high` is not
+    while low < high:
+        mid = (low + high) // 2
+        if a[mid * size : (mid + 1) * size] == b[mid * size : (mid + 1) * size]:
+            low = mid + 1
+        else:
+            high = mid
+    return low
+
+
+def _match(
+    record: RequestRecord, before: RequestRecord, shared: int, found: Order, differences: tuple[str, ...]
+) -> Match:
     return Match(
         before.request_id,
         shared,
-        order(record.shape, before.shape, shared),
-        record.scope.differences(before.scope),
+        found,
+        differences,
         before.route.worker,
         before.served,
         max(record.at_s - before.at_s, 0.0),

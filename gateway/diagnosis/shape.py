@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 WINDOW = 16
-ANCHOR_EVERY = 8  # about one window in 8 is an anchor
+ANCHOR_EVERY = 8  # about one window in 8 is an anchor (a power of two: picked by a mask)
 MAX_ANCHORS = 8192
 _U64 = np.uint64
 
@@ -58,13 +58,16 @@ class Order:
 
 
 class Shaper:
-    """Owned by the diagnosis record; one random key per process (thread-safe, stateless after init)."""
+    """Owned by the diagnosis record; one random key per process. Thread-safe: its only state after
+    init is a table of the key's powers, grown (replaced whole, never written in place) to the
+    longest prompt shaped so far, 16 bytes per token of it."""
 
     def __init__(self, seed: int | None = None) -> None:
         rng = np.random.default_rng(secrets.randbits(64) if seed is None else seed)
         keys = rng.integers(0, 2**63, 3, dtype=np.int64)
         self._mul, self._add, self._mix = (_U64(int(x) | 1) for x in keys)
         self._unmix = _U64(pow(int(self._mix), -1, 2**64))  # odd: invertible modulo 2^64
+        self._powers = (np.ones(0, _U64), np.ones(0, _U64))  # mix^k, mix^-k for k < their length
 
     def shape(self, token_ids: np.ndarray) -> Shape:
         """The shape of ``token_ids`` (pure for one shaper)."""
@@ -80,7 +83,7 @@ class Shaper:
         windows = self._windows(keyed)
         windows ^= windows >> _U64(29)
         windows *= self._mul
-        picked = np.flatnonzero(windows % _U64(ANCHOR_EVERY) == 0)[:MAX_ANCHORS]
+        picked = np.flatnonzero(windows & _U64(ANCHOR_EVERY - 1) == 0)[:MAX_ANCHORS]  # == w % EVERY
         anchors, first = np.unique(windows[picked], return_index=True)
         return anchors, picked[first].astype(np.int32)
 
@@ -89,22 +92,34 @@ class Shaper:
         modulo 2^64, from one running sum: with S[i] the sum of keyed[k] x mix^-k over k < i, window
         i is mix^(i + WINDOW - 1) x (S[i + WINDOW] - S[i]). O(n), not O(n x WINDOW)."""
         n = len(keyed)
-        unmix = np.full(n, self._unmix, dtype=_U64)
-        unmix[0] = 1
-        np.cumprod(unmix, out=unmix)  # mix^-k
+        mix, unmix = self._powers_to(n)
         running = np.zeros(n + 1, dtype=_U64)
         np.cumsum(keyed * unmix, out=running[1:])
-        mix = np.full(n, self._mix, dtype=_U64)
-        mix[0] = 1
-        np.cumprod(mix, out=mix)  # mix^k
         return mix[WINDOW - 1 :] * (running[WINDOW:] - running[: n - WINDOW + 1])
 
+    def _powers_to(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """mix^k and mix^-k for k < n (read-only views of the table, grown to at least n first)."""
+        mix, unmix = self._powers
+        if len(mix) < n:
+            size = max(n, 2 * len(mix), 1024)
+            mix, unmix = np.full(size, self._mix, dtype=_U64), np.full(size, self._unmix, dtype=_U64)
+            mix[0] = unmix[0] = 1
+            np.cumprod(mix, out=mix)
+            np.cumprod(unmix, out=unmix)
+            mix.flags.writeable = unmix.flags.writeable = False
+            self._powers = (mix, unmix)  # one assignment: a thread reading the old table keeps it
+        return mix[:n], unmix[:n]
 
-def shared_prefix(a: Shape, b: Shape) -> int:
-    """Leading tokens ``a`` and ``b`` have in common (by their marks)."""
+
+def shared_prefix(a: Shape, b: Shape, known: int = 0) -> int:
+    """Leading tokens ``a`` and ``b`` have in common (by their marks); the first ``known`` tokens are
+    known to be equal (``known`` at most the shorter length) and are not compared again."""
     n = min(len(a.marks), len(b.marks))
-    differ = np.flatnonzero(a.marks[:n] != b.marks[:n])
-    return int(differ[0]) if differ.size else n
+    if known >= n:
+        return n
+    differ = a.marks[known:n] != b.marks[known:n]
+    first = int(differ.argmax())  # the first True (0 when there is none)
+    return known + first if differ[first] else n
 
 
 def order(a: Shape, b: Shape, after: int) -> Order:
@@ -112,14 +127,16 @@ def order(a: Shape, b: Shape, after: int) -> Order:
     ``a``'s anchors from ``after`` on, by binary search in ``b``'s sorted anchors (one vectorized pass
     over ``a``'s anchor positions, then O(k log m) for k such anchors): a follow-up that adds a short
     message to a long shared prompt costs little."""
-    mine = np.flatnonzero(a.anchor_pos >= after)  # ascending: a's anchors (sorted) from `after` on
+    (mine,) = (a.anchor_pos >= after).nonzero()  # ascending: a's anchors (sorted) from `after` on
     if not mine.size:
         return Order(0, 0, 0)
+    if not b.anchors.size:
+        return Order(int(mine.size), 0, 0)
     values = a.anchors[mine]
-    at = np.searchsorted(b.anchors, values)
-    found = at < len(b.anchors)
-    found[found] = b.anchors[at[found]] == values[found]
-    common = int(found.sum())
+    at = b.anchors.searchsorted(values)
+    np.minimum(at, b.anchors.size - 1, out=at)  # past the end: the last anchor, smaller, so not found
+    found = b.anchors[at] == values
+    common = np.count_nonzero(found)
     if common < 2:  # no step between found anchors
         return Order(int(mine.size), common, 0)
     in_a, in_b = a.anchor_pos[mine[found]], b.anchor_pos[at[found]]

@@ -5,12 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import xxhash
 
 from kvgate.gateway.diagnosis.record import RequestRecord, RouteNote, Scope, WorkerMark
 from kvgate.gateway.diagnosis.shape import Shaper
+from kvgate.proto.hashing import chunk_hashes
+from kvgate.proto.ids import ChunkHash
 
 SHAPER = Shaper(seed=7)
 SCOPE = Scope("tiny", salt="k1:tenant-a")
+CHUNK = 128  # tokens per hash of the records' chains
+
+
+def chain(ids: Sequence[int] | np.ndarray, scope: Scope = SCOPE) -> bytes:
+    """The prompt's hash chain as the gateway records it, from a root of its scope."""
+    root = ChunkHash(xxhash.xxh3_128_digest(repr(scope).encode()))
+    return b"".join(chunk_hashes(np.asarray(ids, dtype=np.uint32), root, CHUNK))
 
 
 def tokens(n: int, seed: int) -> np.ndarray:
@@ -33,5 +43,5 @@ def record(
     route = route or RouteNote("w0", "new_prefix", 0)
     served = served or WorkerMark(route.worker, 1)
     return RequestRecord(
-        request_id, tenant, scope, at_s, len(ids), cached, b"", SHAPER.shape(ids), route, served
+        request_id, tenant, scope, at_s, len(ids), cached, chain(ids, scope), SHAPER.shape(ids), route, served
     )

@@ -19,7 +19,7 @@ def run(
     current: RequestRecord, *earlier: RequestRecord, workers: dict | None = None, excerpt: str | None = None
 ):
     workers = {"w0": W0, "w1": W1} if workers is None else workers
-    return diagnose(current, compare(current, list(earlier)), workers, LAYOUT, excerpt)
+    return diagnose(current, compare(current, list(earlier), LAYOUT.chunk_size), workers, LAYOUT, excerpt)
 
 
 def test_an_exact_repeat_that_reused_everything_is_a_hit() -> None:

@@ -96,9 +96,9 @@ async def test_a_request_that_reused_every_reusable_token_is_a_hit_without_a_com
     compared: list[str] = []
     real = recorder.compare
 
-    def counting(record: RequestRecord, earlier: Sequence[RequestRecord]) -> Finding:
+    def counting(record: RequestRecord, earlier: Sequence[RequestRecord], chunk_size: int) -> Finding:
         compared.append(record.request_id)
-        return real(record, earlier)
+        return real(record, earlier, chunk_size)
 
     monkeypatch.setattr(recorder, "compare", counting)
     cache = diagnostics(Tokenizer())

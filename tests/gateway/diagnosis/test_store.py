@@ -122,7 +122,8 @@ def test_the_byte_count_covers_what_records_and_their_diagnoses_really_hold() ->
     try:
         for i in range(1200):
             current = _variant(i)
-            found = diagnose(current, compare(current, [earlier]), workers, layout, EXCERPT)
+            finding = compare(current, [earlier], layout.chunk_size)
+            found = diagnose(current, finding, workers, layout, EXCERPT)
             recent.add(replace(current, diagnosis=found))
             causes.add(found.cause)
         del current, found
