@@ -136,7 +136,7 @@ def order(a: Shape, b: Shape, after: int) -> Order:
     at = b.anchors.searchsorted(values)
     np.minimum(at, b.anchors.size - 1, out=at)  # past the end: the last anchor, smaller, so not found
     found = b.anchors[at] == values
-    common = np.count_nonzero(found)
+    common = int(np.count_nonzero(found))
     if common < 2:  # no step between found anchors
         return Order(int(mine.size), common, 0)
     in_a, in_b = a.anchor_pos[mine[found]], b.anchor_pos[at[found]]

@@ -61,6 +61,7 @@ def test_order_reads_as_its_definition(vocabulary: int) -> None:
             for x, y in ((a, b), (b, a)):
                 got = order(x, y, after)
                 assert got == _by_definition(x, y, after), (case, after)
+                assert {type(v) for v in (got.anchors, got.found, got.backwards)} == {int}  # JSON
                 reordered += got.moved
     assert reordered > 0  # the cases exercise moved content, not only content kept in place
 
