@@ -5,7 +5,9 @@ the gateway sees them now, and the cache layout.
 Reuse stops at one token, and everything after it is lost with it; the diagnosis names the cause of
 that stop, checked in this order:
 
-1. ``hit``: every reusable token (whole blocks before the last prompt token) was reused.
+1. ``hit``: every reusable token (whole blocks before the last prompt token) was reused; and
+   ``below_chunk`` for a prompt with no whole chunk to reuse (the index knows only whole chunks), what
+   ever earlier requests held. Neither needs the comparison with earlier requests.
 2. The same scope had it: an earlier request had more whole chunks of this prompt than were reused.
    The router chose another worker than the one the index showed holding more (``routed_elsewhere``:
    a retry after the worker chosen first failed or was busy, load, a pin, an unavailable index or
@@ -16,8 +18,7 @@ that stop, checked in this order:
 4. ``reordered``: an earlier request holds most of this content, in another order.
 5. ``changed_content``: an earlier request shares the prefix up to ``first_divergent_token``, and
    most of what follows reappears in it (an edit in place: a date, an id, a counter).
-6. ``below_chunk``: the prompt, or the part it shares with an earlier request, is shorter than a
-   chunk (the index knows only whole chunks).
+6. ``below_chunk``: the part the prompt shares with an earlier request is shorter than a chunk.
 7. ``hit`` again when an earlier request shares a prefix that was all reused and the rest is new;
    ``new_prefix`` when nothing similar was seen.
 """
@@ -71,6 +72,8 @@ def diagnose(
     reusable = reusable_tokens(record.prompt_tokens, layout.block_size)
     if fully_reused(record, layout):
         return _hit(record, reusable)
+    if layout.chunks(reusable) == 0:
+        return _below_chunk(record, None, reusable, layout)
     same = finding.same if finding.same is not None and finding.same.common_tokens >= MIN_SIMILAR else None
     seen = layout.chunks(min(same.shared_tokens, reusable)) if same is not None else 0
     if same is not None and seen > record.cached_tokens:
@@ -100,6 +103,13 @@ def fully_reused(record: RequestRecord, layout: Layout) -> bool:
     """Whether ``record`` reused every reusable token: then its diagnosis is ``hit``, whatever its
     tenant's earlier requests hold (no comparison needed)."""
     return record.cached_tokens >= reusable_tokens(record.prompt_tokens, layout.block_size)
+
+
+def needs_comparison(record: RequestRecord, layout: Layout) -> bool:
+    """Whether ``record``'s diagnosis depends on its tenant's earlier requests: not when it reused
+    every reusable token (``hit``), nor when it has no whole chunk to reuse (``below_chunk``)."""
+    reusable = reusable_tokens(record.prompt_tokens, layout.block_size)
+    return record.cached_tokens < reusable and layout.chunks(reusable) > 0
 
 
 def _hit(record: RequestRecord, reusable: int, same: Match | None = None) -> Diagnosis:

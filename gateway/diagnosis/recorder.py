@@ -2,7 +2,8 @@
 recent requests as it finishes, and answers ``diagnose(tenant, request_id)``.
 
 Once per finished request: shaping the prompt is a few vectorized passes over its token ids, the
-comparison (skipped for a request that reused every reusable token: its diagnosis is ``hit``) a few
+comparison (skipped where the diagnosis does not depend on it: a request that reused every reusable
+token is a ``hit``, one with no whole chunk to reuse is ``below_chunk``) a few
 vectorized calls per earlier shape, at most ``compare_recent`` of them (the chunks whose hashes two
 chains share are not compared token by token), and the excerpt decodes at most ``EXCERPT_TOKENS``
 tokens. That is up to milliseconds for a long prompt (about 0.5 ms for 8k tokens against 64 earlier
@@ -26,7 +27,7 @@ from kvgate.common.tokenizer import Tokenizer
 from kvgate.gateway.diagnosis.causes import Diagnosis
 from kvgate.gateway.diagnosis.compare import Finding, compare
 from kvgate.gateway.diagnosis.config import DiagnosisSettings
-from kvgate.gateway.diagnosis.diagnose import Layout, diagnose, fully_reused
+from kvgate.gateway.diagnosis.diagnose import Layout, diagnose, needs_comparison
 from kvgate.gateway.diagnosis.record import RequestRecord, RouteNote, Scope, WorkerMark
 from kvgate.gateway.diagnosis.shape import Shaper
 from kvgate.gateway.diagnosis.store import RecentRequests
@@ -127,10 +128,10 @@ class CacheDiagnostics:
         """``request``'s record, finished at ``at_s``, with its diagnosis against ``earlier``. Runs in
         a worker thread: it reads its arguments (immutable records) and touches no shared state."""
         record = self._record(request, workers, at_s)
-        if fully_reused(record, self._layout):
-            finding = Finding(None, None)
-        else:
+        if needs_comparison(record, self._layout):
             finding = compare(record, earlier, self._layout.chunk_size)
+        else:
+            finding = Finding(None, None)
         same = finding.same
         excerpt = self._excerpt(request.token_ids, same.shared_tokens) if same is not None else None
         return _with(record, diagnose(record, finding, workers, self._layout, excerpt))

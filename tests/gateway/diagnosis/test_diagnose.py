@@ -44,6 +44,14 @@ def test_a_prompt_shorter_than_a_chunk_is_below_chunk() -> None:
     assert found.cause is Cause.BELOW_CHUNK
 
 
+def test_a_prompt_with_no_whole_chunk_is_below_chunk_whatever_earlier_requests_hold() -> None:
+    """Its content reordered or edited is not the cause: no order of it could have been reused."""
+    short = PROMPT[:120]
+    for earlier in (np.concatenate([short[60:], short[:60]]), np.concatenate([short[:50], [7], short[51:]])):
+        found = run(record("r2", short), record("r1", earlier))
+        assert (found.cause, found.first_divergent_token) == (Cause.BELOW_CHUNK, 0)
+
+
 def test_a_common_opening_shorter_than_a_chunk_is_below_chunk() -> None:
     second = np.concatenate([PROMPT[:90], tokens(810, seed=4)])
     found = run(record("r2", second), record("r1", PROMPT))

@@ -107,3 +107,26 @@ async def test_a_request_that_reused_every_reusable_token_is_a_hit_without_a_com
     assert (await cache.finished(finished("r2", PROMPT, cached=reusable))).cause is Cause.HIT
     assert (await cache.finished(finished("r3", PROMPT, cached=reusable - 16))).cause is not Cause.HIT
     assert compared == ["r1", "r3"]
+
+
+async def test_a_prompt_with_no_whole_chunk_is_below_chunk_without_a_comparison(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nothing of it could have been reused whatever earlier requests held: ``below_chunk``, even
+    when an earlier request holds its content in another order; a chunk and a token is compared."""
+    compared: list[str] = []
+    real = recorder.compare
+
+    def counting(record: RequestRecord, earlier: Sequence[RequestRecord], chunk_size: int) -> Finding:
+        compared.append(record.request_id)
+        return real(record, earlier, chunk_size)
+
+    monkeypatch.setattr(recorder, "compare", counting)
+    cache = diagnostics(Tokenizer())
+    short, longer = PROMPT[:128], PROMPT[:129]  # reusable: 112 tokens (no chunk); 128 (one chunk)
+    await cache.finished(finished("r1", np.concatenate([short[64:], short[:64]])))
+    assert (await cache.finished(finished("r2", short))).cause is Cause.BELOW_CHUNK
+    await cache.finished(finished("r3", np.concatenate([longer[65:], longer[:65]])))
+    # r2 had r4's first chunk (on a worker now gone): compared, r4 is no longer `below_chunk`
+    assert (await cache.finished(finished("r4", longer))).cause is Cause.EVICTED
+    assert compared == ["r3", "r4"]  # r1 is 128 tokens: no chunk either
