@@ -105,11 +105,12 @@ def fully_reused(record: RequestRecord, layout: Layout) -> bool:
     return record.cached_tokens >= reusable_tokens(record.prompt_tokens, layout.block_size)
 
 
-def needs_comparison(record: RequestRecord, layout: Layout) -> bool:
-    """Whether ``record``'s diagnosis depends on its tenant's earlier requests: not when it reused
-    every reusable token (``hit``), nor when it has no whole chunk to reuse (``below_chunk``)."""
-    reusable = reusable_tokens(record.prompt_tokens, layout.block_size)
-    return record.cached_tokens < reusable and layout.chunks(reusable) > 0
+def needs_comparison(prompt_tokens: int, cached_tokens: int, layout: Layout) -> bool:
+    """Whether the diagnosis of a request of ``prompt_tokens`` that reused ``cached_tokens`` depends
+    on its tenant's earlier requests: not when it reused every reusable token (``hit``), nor when it
+    has no whole chunk to reuse (``below_chunk``)."""
+    reusable = reusable_tokens(prompt_tokens, layout.block_size)
+    return cached_tokens < reusable and layout.chunks(reusable) > 0
 
 
 def _hit(record: RequestRecord, reusable: int, same: Match | None = None) -> Diagnosis:

@@ -8,8 +8,9 @@ vectorized calls per earlier shape, at most ``compare_recent`` of them (the chun
 chains share are not compared token by token), and the excerpt decodes at most ``EXCERPT_TOKENS``
 tokens. That is up to milliseconds for a long prompt (about 0.5 ms for 8k tokens against 64 earlier
 ones sharing its opening, 2.4 ms for 128k, on one core of the 2-core machine of docs/BENCHMARKS.md),
-so it runs in a worker thread (``asyncio.to_thread``), never on the event loop; the record itself is
-read and changed on the loop only.
+so it runs in a worker thread (``asyncio.to_thread``), never on the event loop, but for a prompt of
+at most ``INLINE_TOKENS`` that needs no comparison (shaped in tens of microseconds, less than the
+hop); the record itself is read and changed on the loop only.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ log = logging.getLogger(__name__)
 
 EXCERPT_TOKENS = 24  # tokens of the prompt shown from where it changed (when volatile)
 EXCERPT_BEFORE = 4  # and before it, for context
+INLINE_TOKENS = 1024  # a prompt this short that needs no comparison is shaped on the loop (< 50 us)
 
 WorkerMarks = Callable[[], Mapping[str, WorkerMark]]
 MissCounter = Callable[[Diagnosis], None]
@@ -89,10 +91,8 @@ class CacheDiagnostics:
         the same moment, still being diagnosed, is not among them."""
         if not self.settings.enabled:
             return None
-        workers = self._workers()
-        earlier = self.recent.recent(request.tenant, self.settings.compare_recent)
         try:
-            record = await asyncio.to_thread(self._diagnosed, request, workers, earlier, self._clock())
+            record = await self._diagnosed_record(request)
         except Exception:
             log.exception("the cache diagnosis of request %s failed", request.request_id)
             return None
@@ -118,6 +118,17 @@ class CacheDiagnostics:
             "evidence": diagnosis.evidence,
         }
 
+    async def _diagnosed_record(self, request: Finished) -> RequestRecord:
+        """``request``'s record with its diagnosis: on the loop for a prompt of at most
+        ``INLINE_TOKENS`` that needs no comparison (tens of microseconds, less than the hop), else
+        in a worker thread against the tenant's recent requests."""
+        workers, usage = self._workers(), request.usage
+        compared = needs_comparison(usage.prompt_tokens, usage.cached_tokens, self._layout)
+        if not compared and len(request.token_ids) <= INLINE_TOKENS:
+            return self._diagnosed(request, workers, (), self._clock())
+        earlier = self.recent.recent(request.tenant, self.settings.compare_recent)
+        return await asyncio.to_thread(self._diagnosed, request, workers, earlier, self._clock())
+
     def _diagnosed(
         self,
         request: Finished,
@@ -128,7 +139,7 @@ class CacheDiagnostics:
         """``request``'s record, finished at ``at_s``, with its diagnosis against ``earlier``. Runs in
         a worker thread: it reads its arguments (immutable records) and touches no shared state."""
         record = self._record(request, workers, at_s)
-        if needs_comparison(record, self._layout):
+        if needs_comparison(record.prompt_tokens, record.cached_tokens, self._layout):
             finding = compare(record, earlier, self._layout.chunk_size)
         else:
             finding = Finding(None, None)

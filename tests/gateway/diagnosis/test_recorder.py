@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pytest
@@ -127,6 +128,34 @@ async def test_a_prompt_with_no_whole_chunk_is_below_chunk_without_a_comparison(
     await cache.finished(finished("r1", np.concatenate([short[64:], short[:64]])))
     assert (await cache.finished(finished("r2", short))).cause is Cause.BELOW_CHUNK
     await cache.finished(finished("r3", np.concatenate([longer[65:], longer[:65]])))
-    # r2 had r4's first chunk (on a worker now gone): compared, r4 is no longer `below_chunk`
-    assert (await cache.finished(finished("r4", longer))).cause is Cause.EVICTED
+    # compared: r2 had r4's first chunk (evicted: its worker is gone), r1 and r3 its content reordered
+    assert (await cache.finished(finished("r4", longer))).cause in (Cause.EVICTED, Cause.REORDERED)
     assert compared == ["r3", "r4"]  # r1 is 128 tokens: no chunk either
+
+
+@pytest.mark.parametrize(
+    ("tokens", "cached", "threaded"),
+    [
+        (PROMPT[:100], 0, False),  # no whole chunk: below_chunk, shaped on the loop
+        (PROMPT, 896, False),  # a full hit of a short prompt
+        (tokens(5000, seed=3), 4992, True),  # a full hit too long to shape on the loop
+        (PROMPT, 256, True),  # compared with earlier requests
+    ],
+)
+async def test_only_short_prompts_that_need_no_comparison_stay_on_the_loop(
+    monkeypatch: pytest.MonkeyPatch, tokens: np.ndarray, cached: int, threaded: bool
+) -> None:
+    hops: list[str] = []
+    real = recorder.asyncio.to_thread
+
+    async def counting(function: Callable[..., Any], *args: Any) -> Any:
+        hops.append(args[0].request_id)
+        return await real(function, *args)
+
+    monkeypatch.setattr(recorder.asyncio, "to_thread", counting)
+    cache = diagnostics(Tokenizer())
+    await cache.finished(finished("r1", tokens))
+    hops.clear()
+    assert await cache.finished(finished("r2", tokens, cached=cached)) is not None
+    assert hops == (["r2"] if threaded else [])
+    assert cache.report("a", "r2") is not None
