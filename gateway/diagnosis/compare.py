@@ -42,6 +42,8 @@ class Finding:
 
 
 def common_tokens(shared_tokens: int, order: Order) -> int:
+    """About how many tokens of content two prompts have in common: the shared prefix, and about
+    ``ANCHOR_EVERY`` tokens per anchor of the rest found in the other."""
     return shared_tokens + order.found * ANCHOR_EVERY
 
 

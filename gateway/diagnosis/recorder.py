@@ -3,14 +3,14 @@ recent requests as it finishes, and answers ``diagnose(tenant, request_id)``.
 
 Once per finished request: shaping the prompt is a few vectorized passes over its token ids, the
 comparison (skipped where the diagnosis does not depend on it: a request that reused every reusable
-token is a ``hit``, one with no whole chunk to reuse is ``below_chunk``) a few
-vectorized calls per earlier shape, at most ``compare_recent`` of them (the chunks whose hashes two
-chains share are not compared token by token), and the excerpt decodes at most ``EXCERPT_TOKENS``
-tokens. That is up to milliseconds for a long prompt (about 0.5 ms for 8k tokens against 64 earlier
-ones sharing its opening, 2.4 ms for 128k, on one core of the 2-core machine of docs/BENCHMARKS.md),
-so it runs in a worker thread (``asyncio.to_thread``), never on the event loop, but for a prompt of
-at most ``INLINE_TOKENS`` that needs no comparison (shaped in tens of microseconds, less than the
-hop); the record itself is read and changed on the loop only.
+token is a ``hit``, one with no whole chunk to reuse is ``below_chunk``) a few vectorized calls per
+earlier shape, at most ``compare_recent`` of them (the chunks whose hashes two chains share are not
+compared token by token), and the excerpt decodes at most ``EXCERPT_TOKENS`` tokens. That is up to
+milliseconds for a long prompt (about 0.5 ms for 8k tokens against 64 earlier ones sharing its opening,
+2.4 ms for 128k, on one core of the 2-core machine of docs/BENCHMARKS.md), so it runs in a worker thread
+(``asyncio.to_thread``), not on the event loop, except a prompt of at most ``INLINE_TOKENS`` that
+needs no comparison (shaped in tens of microseconds, less than the hop); the record itself is read and
+changed on the loop only.
 """
 
 from __future__ import annotations
@@ -137,7 +137,8 @@ class CacheDiagnostics:
         at_s: float,
     ) -> RequestRecord:
         """``request``'s record, finished at ``at_s``, with its diagnosis against ``earlier``. Runs in
-        a worker thread: it reads its arguments (immutable records) and touches no shared state."""
+        a worker thread (or on the loop, see :meth:`_diagnosed_record`): it reads its arguments
+        (immutable records) and touches no shared state but the shaper's table, replaced whole."""
         record = self._record(request, workers, at_s)
         if needs_comparison(record.prompt_tokens, record.cached_tokens, self._layout):
             finding = compare(record, earlier, self._layout.chunk_size)
