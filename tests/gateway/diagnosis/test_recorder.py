@@ -89,19 +89,25 @@ async def test_switched_off_it_records_nothing() -> None:
     assert len(cache.recent) == 0
 
 
-async def test_a_request_that_reused_every_reusable_token_is_a_hit_without_a_comparison(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Its diagnosis is ``hit`` whatever earlier requests hold, so it is not compared with them (the
-    comparison is the costly part, per earlier request); a request that missed some still is."""
-    compared: list[str] = []
+@pytest.fixture
+def compared(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the requests the recorder compares with earlier ones, in order."""
+    ids: list[str] = []
     real = recorder.compare
 
     def counting(record: RequestRecord, earlier: Sequence[RequestRecord], chunk_size: int) -> Finding:
-        compared.append(record.request_id)
+        ids.append(record.request_id)
         return real(record, earlier, chunk_size)
 
     monkeypatch.setattr(recorder, "compare", counting)
+    return ids
+
+
+async def test_a_request_that_reused_every_reusable_token_is_a_hit_without_a_comparison(
+    compared: list[str],
+) -> None:
+    """Its diagnosis is ``hit`` whatever earlier requests hold, so it is not compared with them (the
+    comparison is the costly part, per earlier request); a request that missed some still is."""
     cache = diagnostics(Tokenizer())
     await cache.finished(finished("r1", PROMPT))
     reusable = reusable_tokens(len(PROMPT), 16)  # the layout's block size
@@ -111,18 +117,10 @@ async def test_a_request_that_reused_every_reusable_token_is_a_hit_without_a_com
 
 
 async def test_a_prompt_with_no_whole_chunk_is_below_chunk_without_a_comparison(
-    monkeypatch: pytest.MonkeyPatch,
+    compared: list[str],
 ) -> None:
     """Nothing of it could have been reused whatever earlier requests held: ``below_chunk``, even
     when an earlier request holds its content in another order; a chunk and a token is compared."""
-    compared: list[str] = []
-    real = recorder.compare
-
-    def counting(record: RequestRecord, earlier: Sequence[RequestRecord], chunk_size: int) -> Finding:
-        compared.append(record.request_id)
-        return real(record, earlier, chunk_size)
-
-    monkeypatch.setattr(recorder, "compare", counting)
     cache = diagnostics(Tokenizer())
     short, longer = PROMPT[:128], PROMPT[:129]  # reusable: 112 tokens (no chunk); 128 (one chunk)
     await cache.finished(finished("r1", np.concatenate([short[64:], short[:64]])))
