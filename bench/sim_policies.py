@@ -45,6 +45,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gateway import _commit
+from kvgate.gateway.routing import PEER_POLICIES
 
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 SYNTHETIC = SHARED_TRACES / "synthetic_trace.jsonl"
@@ -54,7 +55,7 @@ RECORDED = {
     "mooncake_arxiv_excerpt": SHARED_TRACES / "mooncake_trace_excerpt.jsonl",
 }
 """Traces recorded elsewhere (not generated): name -> where they are read from by default."""
-PEERS = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
+PEERS = PEER_POLICIES
 TRACES = ("synthetic", "chat", "agents", "documents", "pastes")
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "pastes_sparse": ("pastes", ("--turns", "1.4", "--paste-tokens", "12000")),  # pooled 0.27-0.29

@@ -28,6 +28,10 @@ _POLICIES: dict[str, Callable[[RoutingConfig], RoutingPolicy]] = {
 }
 
 
+PEER_POLICIES = ("sglang_cache_aware", "ray_serve_prefix", "dynamo_kv", "llmd_precise")
+"""The names of the peers' routers (:mod:`.peers`), in :func:`policy_names`' order."""
+
+
 def policy_names() -> tuple[str, ...]:
     """Every name :func:`get_policy` accepts; the default first, then the peers' routers
     (:mod:`.peers`), then kvgate's own baselines."""

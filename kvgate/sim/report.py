@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from kvgate.sim.results import SimReport
+from kvgate.gateway.routing import PEER_POLICIES
+from kvgate.sim.results import PolicyResult, SimReport
 
 _HEADER = (
     f"{'policy':<20}{'hit rate':>9}{'/pooled':>9}{'imbalance':>10}{'TTFT p50':>10}{'TTFT p99':>10}"
@@ -32,7 +33,7 @@ def format_table(report: SimReport) -> str:
     warmed = [f"{name} {r.warm_up_tokens:,}" for name, r in report.policies.items() if r.warm_up_tokens]
     if warmed:
         lines += ["", "warm-ups (tokens prefilled ahead of demand, in no hit rate): " + ", ".join(warmed)]
-    return "\n".join([*lines, *_losses(report)])
+    return "\n".join([*lines, *_standing(report), *_losses(report)])
 
 
 def _losses(report: SimReport) -> list[str]:
@@ -45,3 +46,30 @@ def _losses(report: SimReport) -> list[str]:
     if not rows:
         return []
     return ["", "lost against the unlimited cache, by reason (share of prompt tokens):", *rows]
+
+
+def _standing(report: SimReport) -> list[str]:
+    """kvgate's hit rate against the best peer's and the pooled cache's, and its TTFT p99 against
+    the best of the other policies' (and of the peers'); nothing unless kvgate ran beside another."""
+    policies = report.policies
+    kvgate = policies.get("kvgate")
+    others = {name: r for name, r in policies.items() if name != "kvgate"}
+    if kvgate is None or not others:
+        return []
+    pooled = report.pooled_hit_rate
+    hit = f"  hit rate {kvgate.hit_rate:.4f}"
+    if pooled > 0:
+        hit += f", {kvgate.hit_rate / pooled:.3f}x pooled"
+    peers = {name: r for name, r in others.items() if name in PEER_POLICIES}
+    if peers:
+        name, best = max(peers.items(), key=lambda p: p[1].hit_rate)
+        hit += f"; best peer {name} {best.hit_rate:.4f} ({kvgate.hit_rate - best.hit_rate:+.4f})"
+    p99 = f"  TTFT p99 {kvgate.ttft_p99_s:.2f} s; best other {_fastest(others)}"
+    if peers and set(peers) != set(others):
+        p99 += f"; best peer {_fastest(peers)}"
+    return ["", "kvgate against the others:", hit, p99]
+
+
+def _fastest(policies: dict[str, PolicyResult]) -> str:
+    name, best = min(policies.items(), key=lambda p: p[1].ttft_p99_s)
+    return f"{name} {best.ttft_p99_s:.2f} s"
