@@ -1,7 +1,7 @@
 """Plots hit rate and TTFT p99 per policy against cluster size, one row per trace, from the grids
 ``bench/sim_policies.py`` wrote.
 
-    python bench/sim_scale_plot.py [--results bench/results] [--grids sim_policies_8w,sim_policies_scale]
+    python bench/sim_scale_plot.py [--results bench/results] [--grids sim_policies_8w,sim_policies_scale,...]
                                    [--capacity 1000000] [--seed 0] [--out bench/results/sim_plots_scale.png]
 
 Reads ``NAME.json`` of each grid and plots every cell of the given capacity and seed (sizes as the
@@ -16,6 +16,13 @@ from collections import defaultdict
 from pathlib import Path
 
 Cells = dict[str, dict[int, dict[str, dict[str, float]]]]  # trace -> workers -> policy -> figures
+GRIDS = (
+    "sim_policies_8w",
+    "sim_policies_scale",
+    "sim_policies_mooncake_conv",
+    "sim_policies_mooncake_conv_scale",
+)
+"""The grids plotted by default: five traces and Mooncake's conversation trace at 8, 64 and 256 workers."""
 
 
 def read_cells(results: Path, grids: list[str], capacity: int, seed: int) -> Cells:
@@ -31,7 +38,7 @@ def read_cells(results: Path, grids: list[str], capacity: int, seed: int) -> Cel
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", type=Path, default=Path("bench/results"))
-    parser.add_argument("--grids", default="sim_policies_8w,sim_policies_scale")
+    parser.add_argument("--grids", default=",".join(GRIDS))
     parser.add_argument("--capacity", type=int, default=1_000_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("bench/results/sim_plots_scale.png"))
