@@ -6,7 +6,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from kvgate.gateway.routing import Candidate, RouteReason, RouteRequest, get_policy, policy_names
+from kvgate.gateway.routing import (
+    PEER_POLICIES,
+    Candidate,
+    RouteReason,
+    RouteRequest,
+    get_policy,
+    policy_names,
+)
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.home import home_worker
 from kvgate.index.types import PrefixMatch
@@ -336,6 +343,12 @@ def test_power_of_two_never_picks_the_worst_of_three() -> None:
         for key in range(200)
     }
     assert picks == {"a", "c"}
+
+
+def test_the_peer_names_are_exactly_the_policies_of_the_peers_package() -> None:
+    package = "kvgate.gateway.routing.peers."
+    from_peers = [n for n in policy_names() if type(get_policy(n)).__module__.startswith(package)]
+    assert list(PEER_POLICIES) == from_peers
 
 
 def test_unknown_policy_names_the_known_ones() -> None:
