@@ -28,7 +28,8 @@ is W workers with the arrivals sped up S times. Each cell runs
 ``kvgate simulate TRACE --policy all --workers W --speed S --capacity-tokens C --seed N --json`` in a
 subprocess (``--jobs`` at a time). Writes ``NAME.json`` (every policy of every cell) and ``NAME.md``:
 per cell, kvgate's hit rate against the best peer's and the pooled cache's, its imbalance, and its TTFT
-p99 against the best other policy's; then each policy's figures averaged over the seeds.
+p99 against the best other policy's; then each policy's figures averaged over the seeds; then the runs
+that meet each routing target, and every miss (``bench/sim_targets.py``).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gateway import _commit
+from bench.sim_targets import render
 from kvgate.gateway.routing import PEER_POLICIES
 
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
@@ -227,6 +229,10 @@ def main() -> int:
         "",
         *_cell_lines(rows),
         *_mean_lines(rows),
+        "",
+        "## Targets (`bench/sim_targets.py`)",
+        "",
+        render([(args.name, report)]),
         "",
     ]
     (out / f"{args.name}.md").write_text("\n".join(md))

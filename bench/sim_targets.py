@@ -6,7 +6,7 @@ Reads ``GRID.json`` (written by ``bench/sim_policies.py``) and, per group of run
 trace-independent settings (workers, tokens per worker), counts the runs where kvgate's figures meet
 the targets, comparing figures as the grid stores them (four decimals):
 
-- hit rate >= every peer's (:data:`bench.sim_policies.PEERS`);
+- hit rate >= every peer's (``kvgate.gateway.routing.PEER_POLICIES``);
 - hit rate >= 0.99 x the pooled cache's (at most 8 workers);
 - imbalance <= 1.10 (at most 8 workers);
 - TTFT p99 <= every other policy's (at most 8 workers), or every peer's (more workers).
@@ -19,14 +19,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from bench.sim_policies import PEERS
+from kvgate.gateway.routing import PEER_POLICIES as PEERS
 
 SMALL = 8
 """Clusters of at most this many workers are held to every target; larger ones to the peers'."""

@@ -87,3 +87,20 @@ def test_the_script_prints_the_table_of_the_grids_it_reads(tmp_path: Path) -> No
     missing = run_script("bench.sim_targets", "nope", "--results", str(tmp_path))
     assert missing.returncode == 2
     assert "cannot read" in missing.stderr
+
+
+def test_a_grid_reports_its_targets_under_its_tables(tmp_path: Path) -> None:
+    trace = tmp_path / "tiny.jsonl"
+    requests = [
+        {"timestamp": 300 * i, "input_length": 1536, "output_length": 8, "hash_ids": [0, 1 + i % 3, 10 + i]}
+        for i in range(24)
+    ]
+    trace.write_text("".join(json.dumps(r) + "\n" for r in requests))
+    done = run_script(
+        "bench.sim_policies", "--traces", "synthetic", "--recorded", f"synthetic={trace}", "--sizes", "8x1",
+        "--capacities", "100000", "--seeds", "0", "--out", str(tmp_path), "--name", "g", timeout_s=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    grid = json.loads((tmp_path / "g.json").read_text())
+    markdown = (tmp_path / "g.md").read_text()
+    assert markdown.rstrip().endswith(render([("g", grid)]))
