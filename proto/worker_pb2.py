@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from kvgate.proto import common_pb2 as kvgate_dot_proto_dot_common__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19kvgate/proto/worker.proto\x12\tkvgate.v1\x1a\x19kvgate/proto/common.proto\"\xc4\x02\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1c\n\x10prompt_token_ids\x18\x02 \x03(\rB\x02\x10\x01\x12+\n\x08sampling\x18\x03 \x01(\x0b\x32\x19.kvgate.v1.SamplingParams\x12\x12\n\ncache_salt\x18\x04 \x01(\t\x12\x12\n\nadapter_id\x18\x05 \x01(\t\x12(\n\ncache_hint\x18\x06 \x01(\x0b\x32\x14.kvgate.v1.CacheHint\x12$\n\x17predicted_cached_tokens\x18\x07 \x01(\rH\x00\x88\x01\x01\x12\x13\n\x0bshared_salt\x18\x08 \x01(\t\x12\x15\n\rshared_tokens\x18\t \x01(\r\x12\x12\n\nbackground\x18\n \x01(\x08\x42\x1a\n\x18_predicted_cached_tokens\"\x98\x01\n\x10GenerateResponse\x12\'\n\x06tokens\x18\x01 \x01(\x0b\x32\x15.kvgate.v1.TokenBatchH\x00\x12\'\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x16.kvgate.v1.FinalResultH\x00\x12*\n\nchoice_end\x18\x03 \x01(\x0b\x32\x14.kvgate.v1.ChoiceEndH\x00\x42\x06\n\x04kind\"\x91\x01\n\nTokenBatch\x12\x15\n\ttoken_ids\x18\x01 \x03(\rB\x02\x10\x01\x12\r\n\x05index\x18\x02 \x01(\r\x12*\n\x08logprobs\x18\x03 \x03(\x0b\x32\x18.kvgate.v1.TokenLogprobs\x12\x31\n\x0fprompt_logprobs\x18\x04 \x03(\x0b\x32\x18.kvgate.v1.TokenLogprobs\"\x91\x01\n\tChoiceEnd\x12\r\n\x05index\x18\x01 \x01(\r\x12.\n\rfinish_reason\x18\x02 \x01(\x0e\x32\x17.kvgate.v1.FinishReason\x12\x19\n\x0cmatched_stop\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x11\x63ompletion_tokens\x18\x04 \x01(\rB\x0f\n\r_matched_stop\"\x99\x01\n\x0b\x46inalResult\x12.\n\rfinish_reason\x18\x01 \x01(\x0e\x32\x17.kvgate.v1.FinishReason\x12\x1f\n\x05usage\x18\x02 \x01(\x0b\x32\x10.kvgate.v1.Usage\x12\x19\n\x0cmatched_stop\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\r\n\x05\x65rror\x18\x04 \x01(\tB\x0f\n\r_matched_stop\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\" \n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\"\x0e\n\x0cStatsRequest\"9\n\tEvictions\x12\x0b\n\x03ttl\x18\x01 \x01(\x04\x12\x10\n\x08pressure\x18\x02 \x01(\x04\x12\r\n\x05reset\x18\x03 \x01(\x04\"\xee\x05\n\rStatsResponse\x12#\n\x04info\x18\x01 \x01(\x0b\x32\x15.kvgate.v1.WorkerInfo\x12#\n\x04load\x18\x02 \x01(\x0b\x32\x15.kvgate.v1.WorkerLoad\x12\x16\n\x0erequests_total\x18\x03 \x01(\x04\x12\x1b\n\x13\x66inished_stop_total\x18\x04 \x01(\x04\x12\x1d\n\x15\x66inished_length_total\x18\x05 \x01(\x04\x12\x1c\n\x14\x66inished_abort_total\x18\x06 \x01(\x04\x12\x1c\n\x14\x66inished_error_total\x18\x07 \x01(\x04\x12\x1b\n\x13prompt_tokens_total\x18\x08 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_tokens_total\x18\t \x01(\x04\x12\x1f\n\x17\x63\x61\x63hed_gpu_tokens_total\x18\n \x01(\x04\x12\x1f\n\x17\x63\x61\x63hed_cpu_tokens_total\x18\x0b \x01(\x04\x12\x1f\n\x17\x63ompletion_tokens_total\x18\x0c \x01(\x04\x12%\n\x1dpredicted_cached_tokens_total\x18\r \x01(\x04\x12/\n\'actual_cached_tokens_of_predicted_total\x18\x0e \x01(\x04\x12\x19\n\x11preemptions_total\x18\x0f \x01(\x04\x12+\n\rgpu_evictions\x18\x10 \x01(\x0b\x32\x14.kvgate.v1.Evictions\x12+\n\rcpu_evictions\x18\x11 \x01(\x0b\x32\x14.kvgate.v1.Evictions\x12\x1e\n\x16offloaded_blocks_total\x18\x12 \x01(\x04\x12\x1f\n\x17swapped_in_blocks_total\x18\x13 \x01(\x04\x12\x19\n\x11gpu_cached_blocks\x18\x14 \x01(\x04\x12\x16\n\x0elast_event_seq\x18\x15 \x01(\x04\x12\x15\n\rstarted_at_ms\x18\x16 \x01(\x03\x12\x0e\n\x06now_ms\x18\x17 \x01(\x03\",\n\x16SubscribeEventsRequest\x12\x12\n\nadmissions\x18\x01 \x01(\x08\"\xbf\x01\n\x12\x45ventStreamMessage\x12\'\n\x08snapshot\x18\x01 \x01(\x0b\x32\x13.kvgate.v1.SnapshotH\x00\x12&\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x15.kvgate.v1.EventBatchH\x00\x12%\n\x04load\x18\x03 \x01(\x0b\x32\x15.kvgate.v1.WorkerLoadH\x00\x12)\n\tadmission\x18\x04 \x01(\x0b\x32\x14.kvgate.v1.AdmissionH\x00\x42\x06\n\x04kind2\xa0\x02\n\x08KVWorker\x12\x45\n\x08Generate\x12\x1a.kvgate.v1.GenerateRequest\x1a\x1b.kvgate.v1.GenerateResponse0\x01\x12:\n\x05\x41\x62ort\x12\x17.kvgate.v1.AbortRequest\x1a\x18.kvgate.v1.AbortResponse\x12:\n\x05Stats\x12\x17.kvgate.v1.StatsRequest\x1a\x18.kvgate.v1.StatsResponse\x12U\n\x0fSubscribeEvents\x12!.kvgate.v1.SubscribeEventsRequest\x1a\x1d.kvgate.v1.EventStreamMessage0\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19kvgate/proto/worker.proto\x12\tkvgate.v1\x1a\x19kvgate/proto/common.proto\"\xec\x02\n\x0fGenerateRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\x12\x1c\n\x10prompt_token_ids\x18\x02 \x03(\rB\x02\x10\x01\x12+\n\x08sampling\x18\x03 \x01(\x0b\x32\x19.kvgate.v1.SamplingParams\x12\x12\n\ncache_salt\x18\x04 \x01(\t\x12\x12\n\nadapter_id\x18\x05 \x01(\t\x12(\n\ncache_hint\x18\x06 \x01(\x0b\x32\x14.kvgate.v1.CacheHint\x12$\n\x17predicted_cached_tokens\x18\x07 \x01(\rH\x00\x88\x01\x01\x12\x13\n\x0bshared_salt\x18\x08 \x01(\t\x12\x15\n\rshared_tokens\x18\t \x01(\r\x12\x12\n\nbackground\x18\n \x01(\x08\x12&\n\tkv_source\x18\x0b \x01(\x0b\x32\x13.kvgate.v1.KVSourceB\x1a\n\x18_predicted_cached_tokens\">\n\x08KVSource\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x02 \x01(\t\x12\x0e\n\x06tokens\x18\x03 \x01(\r\"\x98\x01\n\x10GenerateResponse\x12\'\n\x06tokens\x18\x01 \x01(\x0b\x32\x15.kvgate.v1.TokenBatchH\x00\x12\'\n\x05\x66inal\x18\x02 \x01(\x0b\x32\x16.kvgate.v1.FinalResultH\x00\x12*\n\nchoice_end\x18\x03 \x01(\x0b\x32\x14.kvgate.v1.ChoiceEndH\x00\x42\x06\n\x04kind\"\x91\x01\n\nTokenBatch\x12\x15\n\ttoken_ids\x18\x01 \x03(\rB\x02\x10\x01\x12\r\n\x05index\x18\x02 \x01(\r\x12*\n\x08logprobs\x18\x03 \x03(\x0b\x32\x18.kvgate.v1.TokenLogprobs\x12\x31\n\x0fprompt_logprobs\x18\x04 \x03(\x0b\x32\x18.kvgate.v1.TokenLogprobs\"\x91\x01\n\tChoiceEnd\x12\r\n\x05index\x18\x01 \x01(\r\x12.\n\rfinish_reason\x18\x02 \x01(\x0e\x32\x17.kvgate.v1.FinishReason\x12\x19\n\x0cmatched_stop\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x11\x63ompletion_tokens\x18\x04 \x01(\rB\x0f\n\r_matched_stop\"\x99\x01\n\x0b\x46inalResult\x12.\n\rfinish_reason\x18\x01 \x01(\x0e\x32\x17.kvgate.v1.FinishReason\x12\x1f\n\x05usage\x18\x02 \x01(\x0b\x32\x10.kvgate.v1.Usage\x12\x19\n\x0cmatched_stop\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\r\n\x05\x65rror\x18\x04 \x01(\tB\x0f\n\r_matched_stop\"\"\n\x0c\x41\x62ortRequest\x12\x12\n\nrequest_id\x18\x01 \x01(\t\" \n\rAbortResponse\x12\x0f\n\x07\x61\x62orted\x18\x01 \x01(\x08\"\x0e\n\x0cStatsRequest\"9\n\tEvictions\x12\x0b\n\x03ttl\x18\x01 \x01(\x04\x12\x10\n\x08pressure\x18\x02 \x01(\x04\x12\r\n\x05reset\x18\x03 \x01(\x04\"\xf5\x06\n\rStatsResponse\x12#\n\x04info\x18\x01 \x01(\x0b\x32\x15.kvgate.v1.WorkerInfo\x12#\n\x04load\x18\x02 \x01(\x0b\x32\x15.kvgate.v1.WorkerLoad\x12\x16\n\x0erequests_total\x18\x03 \x01(\x04\x12\x1b\n\x13\x66inished_stop_total\x18\x04 \x01(\x04\x12\x1d\n\x15\x66inished_length_total\x18\x05 \x01(\x04\x12\x1c\n\x14\x66inished_abort_total\x18\x06 \x01(\x04\x12\x1c\n\x14\x66inished_error_total\x18\x07 \x01(\x04\x12\x1b\n\x13prompt_tokens_total\x18\x08 \x01(\x04\x12\x1b\n\x13\x63\x61\x63hed_tokens_total\x18\t \x01(\x04\x12\x1f\n\x17\x63\x61\x63hed_gpu_tokens_total\x18\n \x01(\x04\x12\x1f\n\x17\x63\x61\x63hed_cpu_tokens_total\x18\x0b \x01(\x04\x12\x1f\n\x17\x63ompletion_tokens_total\x18\x0c \x01(\x04\x12%\n\x1dpredicted_cached_tokens_total\x18\r \x01(\x04\x12/\n\'actual_cached_tokens_of_predicted_total\x18\x0e \x01(\x04\x12\x19\n\x11preemptions_total\x18\x0f \x01(\x04\x12+\n\rgpu_evictions\x18\x10 \x01(\x0b\x32\x14.kvgate.v1.Evictions\x12+\n\rcpu_evictions\x18\x11 \x01(\x0b\x32\x14.kvgate.v1.Evictions\x12\x1e\n\x16offloaded_blocks_total\x18\x12 \x01(\x04\x12\x1f\n\x17swapped_in_blocks_total\x18\x13 \x01(\x04\x12\x19\n\x11gpu_cached_blocks\x18\x14 \x01(\x04\x12\x16\n\x0elast_event_seq\x18\x15 \x01(\x04\x12\x15\n\rstarted_at_ms\x18\x16 \x01(\x03\x12\x0e\n\x06now_ms\x18\x17 \x01(\x03\x12 \n\x18kv_imported_blocks_total\x18\x18 \x01(\x04\x12 \n\x18kv_imported_tokens_total\x18\x19 \x01(\x04\x12\x1f\n\x17kv_fetch_failures_total\x18\x1a \x01(\x04\x12 \n\x18kv_exported_blocks_total\x18\x1b \x01(\x04\",\n\x16SubscribeEventsRequest\x12\x12\n\nadmissions\x18\x01 \x01(\x08\"\xbf\x01\n\x12\x45ventStreamMessage\x12\'\n\x08snapshot\x18\x01 \x01(\x0b\x32\x13.kvgate.v1.SnapshotH\x00\x12&\n\x05\x62\x61tch\x18\x02 \x01(\x0b\x32\x15.kvgate.v1.EventBatchH\x00\x12%\n\x04load\x18\x03 \x01(\x0b\x32\x15.kvgate.v1.WorkerLoadH\x00\x12)\n\tadmission\x18\x04 \x01(\x0b\x32\x14.kvgate.v1.AdmissionH\x00\x42\x06\n\x04kind\"\xac\x01\n\x0f\x45xportKVRequest\x12\x1c\n\x10prompt_token_ids\x18\x01 \x03(\rB\x02\x10\x01\x12\x12\n\ncache_salt\x18\x02 \x01(\t\x12\x12\n\nadapter_id\x18\x03 \x01(\t\x12\x13\n\x0bshared_salt\x18\x04 \x01(\t\x12\x15\n\rshared_tokens\x18\x05 \x01(\r\x12\x12\n\nmax_tokens\x18\x06 \x01(\r\x12\x13\n\x0b\x66ingerprint\x18\x07 \x01(\t\">\n\x0bKVBlockData\x12\r\n\x05index\x18\x01 \x01(\r\x12\x12\n\nblock_hash\x18\x02 \x01(\x04\x12\x0c\n\x04\x64\x61ta\x18\x03 \x01(\x0c\x32\xe2\x02\n\x08KVWorker\x12\x45\n\x08Generate\x12\x1a.kvgate.v1.GenerateRequest\x1a\x1b.kvgate.v1.GenerateResponse0\x01\x12:\n\x05\x41\x62ort\x12\x17.kvgate.v1.AbortRequest\x1a\x18.kvgate.v1.AbortResponse\x12:\n\x05Stats\x12\x17.kvgate.v1.StatsRequest\x1a\x18.kvgate.v1.StatsResponse\x12U\n\x0fSubscribeEvents\x12!.kvgate.v1.SubscribeEventsRequest\x1a\x1d.kvgate.v1.EventStreamMessage0\x01\x12@\n\x08\x45xportKV\x12\x1a.kvgate.v1.ExportKVRequest\x1a\x16.kvgate.v1.KVBlockData0\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,30 +36,38 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_GENERATEREQUEST'].fields_by_name['prompt_token_ids']._serialized_options = b'\020\001'
   _globals['_TOKENBATCH'].fields_by_name['token_ids']._loaded_options = None
   _globals['_TOKENBATCH'].fields_by_name['token_ids']._serialized_options = b'\020\001'
+  _globals['_EXPORTKVREQUEST'].fields_by_name['prompt_token_ids']._loaded_options = None
+  _globals['_EXPORTKVREQUEST'].fields_by_name['prompt_token_ids']._serialized_options = b'\020\001'
   _globals['_GENERATEREQUEST']._serialized_start=68
-  _globals['_GENERATEREQUEST']._serialized_end=392
-  _globals['_GENERATERESPONSE']._serialized_start=395
-  _globals['_GENERATERESPONSE']._serialized_end=547
-  _globals['_TOKENBATCH']._serialized_start=550
-  _globals['_TOKENBATCH']._serialized_end=695
-  _globals['_CHOICEEND']._serialized_start=698
-  _globals['_CHOICEEND']._serialized_end=843
-  _globals['_FINALRESULT']._serialized_start=846
-  _globals['_FINALRESULT']._serialized_end=999
-  _globals['_ABORTREQUEST']._serialized_start=1001
-  _globals['_ABORTREQUEST']._serialized_end=1035
-  _globals['_ABORTRESPONSE']._serialized_start=1037
-  _globals['_ABORTRESPONSE']._serialized_end=1069
-  _globals['_STATSREQUEST']._serialized_start=1071
-  _globals['_STATSREQUEST']._serialized_end=1085
-  _globals['_EVICTIONS']._serialized_start=1087
-  _globals['_EVICTIONS']._serialized_end=1144
-  _globals['_STATSRESPONSE']._serialized_start=1147
-  _globals['_STATSRESPONSE']._serialized_end=1897
-  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_start=1899
-  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_end=1943
-  _globals['_EVENTSTREAMMESSAGE']._serialized_start=1946
-  _globals['_EVENTSTREAMMESSAGE']._serialized_end=2137
-  _globals['_KVWORKER']._serialized_start=2140
-  _globals['_KVWORKER']._serialized_end=2428
+  _globals['_GENERATEREQUEST']._serialized_end=432
+  _globals['_KVSOURCE']._serialized_start=434
+  _globals['_KVSOURCE']._serialized_end=496
+  _globals['_GENERATERESPONSE']._serialized_start=499
+  _globals['_GENERATERESPONSE']._serialized_end=651
+  _globals['_TOKENBATCH']._serialized_start=654
+  _globals['_TOKENBATCH']._serialized_end=799
+  _globals['_CHOICEEND']._serialized_start=802
+  _globals['_CHOICEEND']._serialized_end=947
+  _globals['_FINALRESULT']._serialized_start=950
+  _globals['_FINALRESULT']._serialized_end=1103
+  _globals['_ABORTREQUEST']._serialized_start=1105
+  _globals['_ABORTREQUEST']._serialized_end=1139
+  _globals['_ABORTRESPONSE']._serialized_start=1141
+  _globals['_ABORTRESPONSE']._serialized_end=1173
+  _globals['_STATSREQUEST']._serialized_start=1175
+  _globals['_STATSREQUEST']._serialized_end=1189
+  _globals['_EVICTIONS']._serialized_start=1191
+  _globals['_EVICTIONS']._serialized_end=1248
+  _globals['_STATSRESPONSE']._serialized_start=1251
+  _globals['_STATSRESPONSE']._serialized_end=2136
+  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_start=2138
+  _globals['_SUBSCRIBEEVENTSREQUEST']._serialized_end=2182
+  _globals['_EVENTSTREAMMESSAGE']._serialized_start=2185
+  _globals['_EVENTSTREAMMESSAGE']._serialized_end=2376
+  _globals['_EXPORTKVREQUEST']._serialized_start=2379
+  _globals['_EXPORTKVREQUEST']._serialized_end=2551
+  _globals['_KVBLOCKDATA']._serialized_start=2553
+  _globals['_KVBLOCKDATA']._serialized_end=2615
+  _globals['_KVWORKER']._serialized_start=2618
+  _globals['_KVWORKER']._serialized_end=2972
 # @@protoc_insertion_point(module_scope)

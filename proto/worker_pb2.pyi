@@ -8,7 +8,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class GenerateRequest(_message.Message):
-    __slots__ = ("request_id", "prompt_token_ids", "sampling", "cache_salt", "adapter_id", "cache_hint", "predicted_cached_tokens", "shared_salt", "shared_tokens", "background")
+    __slots__ = ("request_id", "prompt_token_ids", "sampling", "cache_salt", "adapter_id", "cache_hint", "predicted_cached_tokens", "shared_salt", "shared_tokens", "background", "kv_source")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
     SAMPLING_FIELD_NUMBER: _ClassVar[int]
@@ -19,6 +19,7 @@ class GenerateRequest(_message.Message):
     SHARED_SALT_FIELD_NUMBER: _ClassVar[int]
     SHARED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     BACKGROUND_FIELD_NUMBER: _ClassVar[int]
+    KV_SOURCE_FIELD_NUMBER: _ClassVar[int]
     request_id: str
     prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
     sampling: _common_pb2.SamplingParams
@@ -29,7 +30,18 @@ class GenerateRequest(_message.Message):
     shared_salt: str
     shared_tokens: int
     background: bool
-    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., cache_hint: _Optional[_Union[_common_pb2.CacheHint, _Mapping]] = ..., predicted_cached_tokens: _Optional[int] = ..., shared_salt: _Optional[str] = ..., shared_tokens: _Optional[int] = ..., background: _Optional[bool] = ...) -> None: ...
+    kv_source: KVSource
+    def __init__(self, request_id: _Optional[str] = ..., prompt_token_ids: _Optional[_Iterable[int]] = ..., sampling: _Optional[_Union[_common_pb2.SamplingParams, _Mapping]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., cache_hint: _Optional[_Union[_common_pb2.CacheHint, _Mapping]] = ..., predicted_cached_tokens: _Optional[int] = ..., shared_salt: _Optional[str] = ..., shared_tokens: _Optional[int] = ..., background: _Optional[bool] = ..., kv_source: _Optional[_Union[KVSource, _Mapping]] = ...) -> None: ...
+
+class KVSource(_message.Message):
+    __slots__ = ("worker_id", "address", "tokens")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    worker_id: str
+    address: str
+    tokens: int
+    def __init__(self, worker_id: _Optional[str] = ..., address: _Optional[str] = ..., tokens: _Optional[int] = ...) -> None: ...
 
 class GenerateResponse(_message.Message):
     __slots__ = ("tokens", "final", "choice_end")
@@ -104,7 +116,7 @@ class Evictions(_message.Message):
     def __init__(self, ttl: _Optional[int] = ..., pressure: _Optional[int] = ..., reset: _Optional[int] = ...) -> None: ...
 
 class StatsResponse(_message.Message):
-    __slots__ = ("info", "load", "requests_total", "finished_stop_total", "finished_length_total", "finished_abort_total", "finished_error_total", "prompt_tokens_total", "cached_tokens_total", "cached_gpu_tokens_total", "cached_cpu_tokens_total", "completion_tokens_total", "predicted_cached_tokens_total", "actual_cached_tokens_of_predicted_total", "preemptions_total", "gpu_evictions", "cpu_evictions", "offloaded_blocks_total", "swapped_in_blocks_total", "gpu_cached_blocks", "last_event_seq", "started_at_ms", "now_ms")
+    __slots__ = ("info", "load", "requests_total", "finished_stop_total", "finished_length_total", "finished_abort_total", "finished_error_total", "prompt_tokens_total", "cached_tokens_total", "cached_gpu_tokens_total", "cached_cpu_tokens_total", "completion_tokens_total", "predicted_cached_tokens_total", "actual_cached_tokens_of_predicted_total", "preemptions_total", "gpu_evictions", "cpu_evictions", "offloaded_blocks_total", "swapped_in_blocks_total", "gpu_cached_blocks", "last_event_seq", "started_at_ms", "now_ms", "kv_imported_blocks_total", "kv_imported_tokens_total", "kv_fetch_failures_total", "kv_exported_blocks_total")
     INFO_FIELD_NUMBER: _ClassVar[int]
     LOAD_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_TOTAL_FIELD_NUMBER: _ClassVar[int]
@@ -128,6 +140,10 @@ class StatsResponse(_message.Message):
     LAST_EVENT_SEQ_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_MS_FIELD_NUMBER: _ClassVar[int]
     NOW_MS_FIELD_NUMBER: _ClassVar[int]
+    KV_IMPORTED_BLOCKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    KV_IMPORTED_TOKENS_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    KV_FETCH_FAILURES_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    KV_EXPORTED_BLOCKS_TOTAL_FIELD_NUMBER: _ClassVar[int]
     info: _common_pb2.WorkerInfo
     load: _common_pb2.WorkerLoad
     requests_total: int
@@ -151,7 +167,11 @@ class StatsResponse(_message.Message):
     last_event_seq: int
     started_at_ms: int
     now_ms: int
-    def __init__(self, info: _Optional[_Union[_common_pb2.WorkerInfo, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ..., requests_total: _Optional[int] = ..., finished_stop_total: _Optional[int] = ..., finished_length_total: _Optional[int] = ..., finished_abort_total: _Optional[int] = ..., finished_error_total: _Optional[int] = ..., prompt_tokens_total: _Optional[int] = ..., cached_tokens_total: _Optional[int] = ..., cached_gpu_tokens_total: _Optional[int] = ..., cached_cpu_tokens_total: _Optional[int] = ..., completion_tokens_total: _Optional[int] = ..., predicted_cached_tokens_total: _Optional[int] = ..., actual_cached_tokens_of_predicted_total: _Optional[int] = ..., preemptions_total: _Optional[int] = ..., gpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., cpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., offloaded_blocks_total: _Optional[int] = ..., swapped_in_blocks_total: _Optional[int] = ..., gpu_cached_blocks: _Optional[int] = ..., last_event_seq: _Optional[int] = ..., started_at_ms: _Optional[int] = ..., now_ms: _Optional[int] = ...) -> None: ...
+    kv_imported_blocks_total: int
+    kv_imported_tokens_total: int
+    kv_fetch_failures_total: int
+    kv_exported_blocks_total: int
+    def __init__(self, info: _Optional[_Union[_common_pb2.WorkerInfo, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ..., requests_total: _Optional[int] = ..., finished_stop_total: _Optional[int] = ..., finished_length_total: _Optional[int] = ..., finished_abort_total: _Optional[int] = ..., finished_error_total: _Optional[int] = ..., prompt_tokens_total: _Optional[int] = ..., cached_tokens_total: _Optional[int] = ..., cached_gpu_tokens_total: _Optional[int] = ..., cached_cpu_tokens_total: _Optional[int] = ..., completion_tokens_total: _Optional[int] = ..., predicted_cached_tokens_total: _Optional[int] = ..., actual_cached_tokens_of_predicted_total: _Optional[int] = ..., preemptions_total: _Optional[int] = ..., gpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., cpu_evictions: _Optional[_Union[Evictions, _Mapping]] = ..., offloaded_blocks_total: _Optional[int] = ..., swapped_in_blocks_total: _Optional[int] = ..., gpu_cached_blocks: _Optional[int] = ..., last_event_seq: _Optional[int] = ..., started_at_ms: _Optional[int] = ..., now_ms: _Optional[int] = ..., kv_imported_blocks_total: _Optional[int] = ..., kv_imported_tokens_total: _Optional[int] = ..., kv_fetch_failures_total: _Optional[int] = ..., kv_exported_blocks_total: _Optional[int] = ...) -> None: ...
 
 class SubscribeEventsRequest(_message.Message):
     __slots__ = ("admissions",)
@@ -170,3 +190,31 @@ class EventStreamMessage(_message.Message):
     load: _common_pb2.WorkerLoad
     admission: _common_pb2.Admission
     def __init__(self, snapshot: _Optional[_Union[_common_pb2.Snapshot, _Mapping]] = ..., batch: _Optional[_Union[_common_pb2.EventBatch, _Mapping]] = ..., load: _Optional[_Union[_common_pb2.WorkerLoad, _Mapping]] = ..., admission: _Optional[_Union[_common_pb2.Admission, _Mapping]] = ...) -> None: ...
+
+class ExportKVRequest(_message.Message):
+    __slots__ = ("prompt_token_ids", "cache_salt", "adapter_id", "shared_salt", "shared_tokens", "max_tokens", "fingerprint")
+    PROMPT_TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_SALT_FIELD_NUMBER: _ClassVar[int]
+    ADAPTER_ID_FIELD_NUMBER: _ClassVar[int]
+    SHARED_SALT_FIELD_NUMBER: _ClassVar[int]
+    SHARED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    FINGERPRINT_FIELD_NUMBER: _ClassVar[int]
+    prompt_token_ids: _containers.RepeatedScalarFieldContainer[int]
+    cache_salt: str
+    adapter_id: str
+    shared_salt: str
+    shared_tokens: int
+    max_tokens: int
+    fingerprint: str
+    def __init__(self, prompt_token_ids: _Optional[_Iterable[int]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., shared_salt: _Optional[str] = ..., shared_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., fingerprint: _Optional[str] = ...) -> None: ...
+
+class KVBlockData(_message.Message):
+    __slots__ = ("index", "block_hash", "data")
+    INDEX_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_HASH_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    index: int
+    block_hash: int
+    data: bytes
+    def __init__(self, index: _Optional[int] = ..., block_hash: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...

@@ -55,6 +55,11 @@ class KVWorkerStub:
                 request_serializer=kvgate_dot_proto_dot_worker__pb2.SubscribeEventsRequest.SerializeToString,
                 response_deserializer=kvgate_dot_proto_dot_worker__pb2.EventStreamMessage.FromString,
                 _registered_method=True)
+        self.ExportKV = channel.unary_stream(
+                '/kvgate.v1.KVWorker/ExportKV',
+                request_serializer=kvgate_dot_proto_dot_worker__pb2.ExportKVRequest.SerializeToString,
+                response_deserializer=kvgate_dot_proto_dot_worker__pb2.KVBlockData.FromString,
+                _registered_method=True)
 
 
 class KVWorkerServicer:
@@ -97,6 +102,16 @@ class KVWorkerServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ExportKV(self, request, context):
+        """The KV of the longest cached prefix of a prompt (at most max_tokens tokens), block by block, for
+        another worker of the same model to import. Ends early (no error) where the cache stops. Fails
+        with INVALID_ARGUMENT for a malformed request and FAILED_PRECONDITION when the caller's model
+        fingerprint is not this worker's (its KV would not fit).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_KVWorkerServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -119,6 +134,11 @@ def add_KVWorkerServicer_to_server(servicer, server):
                     servicer.SubscribeEvents,
                     request_deserializer=kvgate_dot_proto_dot_worker__pb2.SubscribeEventsRequest.FromString,
                     response_serializer=kvgate_dot_proto_dot_worker__pb2.EventStreamMessage.SerializeToString,
+            ),
+            'ExportKV': grpc.unary_stream_rpc_method_handler(
+                    servicer.ExportKV,
+                    request_deserializer=kvgate_dot_proto_dot_worker__pb2.ExportKVRequest.FromString,
+                    response_serializer=kvgate_dot_proto_dot_worker__pb2.KVBlockData.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -230,6 +250,33 @@ class KVWorker:
             '/kvgate.v1.KVWorker/SubscribeEvents',
             kvgate_dot_proto_dot_worker__pb2.SubscribeEventsRequest.SerializeToString,
             kvgate_dot_proto_dot_worker__pb2.EventStreamMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ExportKV(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/kvgate.v1.KVWorker/ExportKV',
+            kvgate_dot_proto_dot_worker__pb2.ExportKVRequest.SerializeToString,
+            kvgate_dot_proto_dot_worker__pb2.KVBlockData.FromString,
             options,
             channel_credentials,
             insecure,

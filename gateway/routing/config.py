@@ -117,6 +117,11 @@ class RoutingConfig:
     trace; at 8 workers it gains nothing and moves documents' tail the wrong way, so it is off by
     default (docs/BENCHMARKS.md section 1, "0.3M tokens per worker").
 
+    KV sources: when the chosen worker reuses at least ``kv_fetch_min_tokens`` fewer prompt tokens
+    than another worker holds (the policy moved the request off a busy holder), the decision names
+    that holder (:mod:`.kv_source`) and the chosen worker fetches the prefix's KV from it instead of
+    computing it (kvgate's policy only: the peers' routers have no such path). 0 names no source.
+
     Prefix affinity (SGLang cache-aware style): balance by load when max-min load >
     ``balance_abs_threshold`` and max > ``balance_rel_threshold`` x min; else take the longest match
     if it covers more than ``cache_threshold`` of the prompt.
@@ -144,6 +149,7 @@ class RoutingConfig:
     warm_cooldown_s: float = 5.0
     warm_min_tokens: int = 512
     warm_busy: float = 0.0
+    kv_fetch_min_tokens: int = 512
     cache_threshold: float = 0.5
     balance_abs_threshold: int = 32
     balance_rel_threshold: float = 1.5
@@ -164,6 +170,7 @@ class RoutingConfig:
         weights += ("draw_weight",)
         rest = ("swap_in_cost_ratio", "decode_step_s", "kv_pressure_penalty", "hot_spot_floor_s")
         rest += ("warm_demand", "warm_idle_s", "warm_cooldown_s", "warm_min_tokens", "warm_busy")
+        rest += ("kv_fetch_min_tokens",)
         for name in (*weights, *rest, "near_tie_ratio", "near_tie_s", "balance_abs_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")

@@ -55,6 +55,7 @@ class KvgatePolicy:
     config: RoutingConfig = field(default_factory=RoutingConfig)
     name: str = "kvgate"
     warms_up: ClassVar[bool] = True  # the router plans warm-ups of hot openings for it (``warm_demand``)
+    fetches_kv: ClassVar[bool] = True  # the router names KV sources for its moves (``kv_fetch_min_tokens``)
 
     def choose(self, request: RouteRequest) -> RouteDecision:
         estimates = self._estimates(request, 0)

@@ -24,6 +24,7 @@ from kvgate.gateway.routing.draw import CacheDraw
 from kvgate.gateway.routing.fleet import Fleet, FleetView
 from kvgate.gateway.routing.home import home_worker
 from kvgate.gateway.routing.keyed_fallback import fallback_choice
+from kvgate.gateway.routing.kv_source import kv_source
 from kvgate.gateway.routing.learned import LearnedHoldings
 from kvgate.gateway.routing.local_pending import LocalPending
 from kvgate.gateway.routing.placed import PlacedContent
@@ -32,6 +33,7 @@ from kvgate.gateway.routing.types import (
     Candidate,
     GroupedPolicy,
     GroupedRequest,
+    KVSource,
     LearningPolicy,
     Routed,
     RouteRequest,
@@ -92,6 +94,7 @@ class Router:
         self._demand = OpeningDemand(half_life, monotonic=lambda: clock.now_ms() / 1000)
         self._warmups = WarmUpPlanner(self._config, monotonic=lambda: clock.now_ms() / 1000)
         self._warms_up = getattr(policy, "warms_up", False) is True  # kvgate's; no peer router has them
+        self._fetches = getattr(policy, "fetches_kv", False) is True  # names KV sources (kvgate's only)
         self._presumption = HomePresumption() if presumption is None else presumption
         self._policy = policy
         self._grouped_policy = policy if isinstance(policy, GroupedPolicy) else None
@@ -148,7 +151,25 @@ class Router:
         to_compute = list(hashes[decision.matched_chunks :])  # what the chosen worker does not hold yet
         if not routed.degraded and to_compute:
             self._write_pending(to_compute, decision.worker_id, wait_s)
-        return replace(routed, ticket=ticket, warm=self._warm_up(hashes, prompt_tokens, workers, routed))
+        warm = self._warm_up(hashes, prompt_tokens, workers, routed)
+        source = self._source(routed, prompt_tokens, request_key)
+        return replace(routed, ticket=ticket, warm=warm, source=source)
+
+    def _source(self, routed: Routed, prompt_tokens: TokenCount, request_key: int) -> KVSource | None:
+        """The worker the chosen one may fetch the prompt's prefix from (:func:`.kv_source.kv_source`);
+        None for a policy without ``fetches_kv`` (the peers' routers) and in fallback mode."""
+        if not self._fetches or routed.lookup is None:
+            return None
+        decision = routed.decision
+        return kv_source(
+            routed.lookup,
+            decision.worker_id,
+            decision.predicted_cached_tokens,
+            prompt_tokens,
+            self._chunk_size,
+            self._config.kv_fetch_min_tokens,
+            request_key,
+        )
 
     def _warm_up(
         self,

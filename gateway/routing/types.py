@@ -113,6 +113,16 @@ class WarmUp:
 
 
 @dataclass(frozen=True, slots=True)
+class KVSource:
+    """Another worker that holds the prompt's first ``tokens`` tokens, more than the chosen worker
+    reuses: the chosen worker may fetch their KV from it instead of computing them
+    (:mod:`.kv_source`)."""
+
+    worker_id: WorkerId
+    tokens: TokenCount
+
+
+@dataclass(frozen=True, slots=True)
 class Routed:
     """A decision with what it was based on; ``lookup`` is None in fallback (degraded) mode."""
 
@@ -124,6 +134,7 @@ class Routed:
     presumed: tuple[WorkerId, int] | None = None  # (soft home, opening tokens) presumed to hold the prompt
     opening: int = 0  # chunks of the prompt's shared opening (where the prompts seen part ways)
     warm: WarmUp | None = None  # a copy of the opening to make off the request path (route() only)
+    source: KVSource | None = None  # where the chosen worker may fetch the prefix it lacks (route() only)
 
     @property
     def degraded(self) -> bool:

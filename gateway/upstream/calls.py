@@ -61,7 +61,9 @@ def cancelling() -> bool:
     return task is not None and task.cancelling() > 0
 
 
-def request(job: Job, routed: Routed) -> worker_pb2.GenerateRequest:
+def request(job: Job, routed: Routed, source: WorkerInfo | None = None) -> worker_pb2.GenerateRequest:
+    """The worker's request for ``job`` as ``routed``; ``source``: the registration of the decision's
+    KV source (the worker to fetch the prompt's prefix from), None to name none."""
     request = worker_pb2.GenerateRequest(
         request_id=job.request_id,
         prompt_token_ids=job.token_ids.tolist(),
@@ -74,6 +76,12 @@ def request(job: Job, routed: Routed) -> worker_pb2.GenerateRequest:
     )
     if job.cache_hint is not None:
         request.cache_hint.CopyFrom(convert.cache_hint_to_proto(job.cache_hint))
+    if source is not None and routed.source is not None:
+        request.kv_source.CopyFrom(
+            worker_pb2.KVSource(
+                worker_id=source.worker_id, address=source.address, tokens=routed.source.tokens
+            )
+        )
     return request
 
 

@@ -184,7 +184,8 @@ class Dispatcher:
         opened: Attempt | None = None
         prefill_open = True
         try:
-            call = self._channels.stub(info).Generate(calls.request(job, routed), timeout=calls.timeout(job))
+            request = calls.request(job, routed, self._source(routed, info))
+            call = self._channels.stub(info).Generate(request, timeout=calls.timeout(job))
             opened = self._inflight.open(info, call)
             messages = call.__aiter__()
             while True:
@@ -223,6 +224,14 @@ class Dispatcher:
                 self._close_prefill(routed)
             if call is not None:
                 call.cancel()
+
+    def _source(self, routed: Routed, chosen: WorkerInfo) -> WorkerInfo | None:
+        """The live registration of the decision's KV source (None: it names none, or the source
+        left, or it is the chosen worker itself)."""
+        source = routed.source
+        if source is None or source.worker_id == chosen.worker_id:
+            return None
+        return next((w.info for w in self._directory.live() if w.info.worker_id == source.worker_id), None)
 
     def _warm_up(self, job: Job, warm: WarmUp) -> None:
         """Sends the router's warm-up (off the request's path) to its worker, if still known."""

@@ -35,6 +35,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefill-tokens-per-s", type=float, default=_DEFAULTS.prefill_tokens_per_s)
     parser.add_argument("--swap-in-tokens-per-s", type=float, default=_DEFAULTS.swap_in_tokens_per_s)
     parser.add_argument("--decode-step-s", type=float, default=_DEFAULTS.decode_step_s)
+    parser.add_argument("--kv-fetch-tokens-per-s", type=float, default=_DEFAULTS.kv_fetch_tokens_per_s,
+                        help="how fast a worker fetches a prefix from the KV source its request names "
+                             "(0: workers never fetch)")  # fmt: skip
     parser.add_argument("--ttl-s", type=float, default=_DEFAULTS.ttl_s, help="KV TTL (both tiers)")
     parser.add_argument("--heartbeat-s", type=float, default=_DEFAULTS.heartbeat_s)
     parser.add_argument("--speed", type=float, default=1.0, help="multiply the arrival rate")
@@ -99,6 +102,7 @@ def _settings(args: argparse.Namespace) -> SimSettings:
         prefill_tokens_per_s=args.prefill_tokens_per_s,
         swap_in_tokens_per_s=args.swap_in_tokens_per_s,
         decode_step_s=args.decode_step_s,
+        kv_fetch_tokens_per_s=args.kv_fetch_tokens_per_s,
         ttl_s=args.ttl_s,
         cpu_ttl_s=args.ttl_s,
         heartbeat_s=args.heartbeat_s,

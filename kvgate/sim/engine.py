@@ -11,6 +11,10 @@ drives a :class:`ManualClock` that the real index and every expiry read. Per eve
   (:meth:`Router.prefill_done`, as the dispatcher does at the first token, and :meth:`Router.reused`
   with the tokens the worker reused, as it does at the reply's end); TTFT is recorded; the next
   queued prefill starts.
+- **fetch done**: a request whose decision named a KV source (:mod:`kvgate.gateway.routing.kv_source`)
+  joined its worker's queue at arrival, and the worker began fetching the source's run of the prompt
+  (at ``kv_fetch_tokens_per_s``); now the fetched chunks are stored there and published, and the
+  request may start (the worker holds its queue, in order, behind a request whose fetch is running).
 - **decode done**: the request's KV stops being in use.
 - **heartbeat** (per worker, every ``heartbeat_s``, staggered): TTL sweep (evictions published), then
   the load figures go to the index.
@@ -30,7 +34,7 @@ workers as registered at the start, marked not followed, so its router uses what
 own decisions (:class:`~kvgate.gateway.routing.learned.LearnedHoldings`).
 
 Events at one instant run in the order prefill done, decode done, delivery, heartbeat, load report,
-arrival.
+arrival, fetch done.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ import xxhash
 
 from kvgate.common.clock import ManualClock
 from kvgate.gateway.routing.router import Router
-from kvgate.gateway.routing.types import Routed, RouteDecision, RoutingPolicy, WarmUp
+from kvgate.gateway.routing.types import KVSource, Routed, RouteDecision, RoutingPolicy, WarmUp
 from kvgate.index import IndexSettings, MemoryPrefixIndex, WorkerStatus
 from kvgate.index.admission import admission_wait_s
 from kvgate.proto.events import Admission, EventBatch
@@ -76,6 +80,7 @@ class _Kind(IntEnum):
     HEARTBEAT = 3
     LOAD_REPORT = 4
     ARRIVAL = 5
+    FETCH_DONE = 6
 
 
 Delivery = EventBatch | WorkerStatus | Admission  # what reaches a gateway's replica
@@ -142,6 +147,9 @@ class ClusterSim:
         self._tie = itertools.count()
         self._records: list[RequestRecord | None] = [None] * len(workload.requests)
         self._decoding: dict[int, SimJob] = {}
+        self._fetching: dict[
+            int, tuple[SimJob, int, int, int]
+        ] = {}  # request -> (job, worker, chunks, tokens)
         self._busy = 0  # requests not finished yet (heartbeats stop at 0)
         self._warm_ids = itertools.count(-1, -1)  # warm-up pieces: negative, never a request's index
         self.warm_up_tokens = 0  # prompt tokens the router asked workers to warm up
@@ -191,6 +199,8 @@ class ClusterSim:
         """``payload`` is the request's index for arrivals and decodes, the worker's otherwise."""
         if kind is _Kind.ARRIVAL:
             await self._arrive(payload, now_s)
+        elif kind is _Kind.FETCH_DONE:
+            await self._fetched(payload, now_s)
         elif kind is _Kind.PREFILL_DONE:
             await self._prefill_done(payload, now_s)
         elif kind is _Kind.DECODE_DONE:
@@ -217,15 +227,53 @@ class ClusterSim:
         self._routed[i] = (g, routed)
         job = SimJob(i, now_s, request.input_length, request.output_length, hashes, routed.decision)
         worker_index = self._by_id[routed.decision.worker_id]
+        fetch = self._fetch_plan(job, routed.source, worker_index)
+        if fetch is not None:
+            job.fetch_chunks, tokens = fetch
+            job.ready_s = now_s + tokens / self._settings.kv_fetch_tokens_per_s
+            self._fetching[i] = (job, worker_index, tokens)
+            self._push(job.ready_s, _Kind.FETCH_DONE, i)
+        await self._queue(job, worker_index, now_s)
+        if routed.warm is not None:
+            await self._warm_up(routed.warm, routed.decision, hashes, now_s)
+
+    async def _queue(self, job: SimJob, worker_index: int, now_s: float) -> None:
+        """``job`` joins its worker's queue (a prefill starts if the worker is free) and, with
+        ``admissions``, the worker announces it."""
         worker = self._workers[worker_index]
         worker.enqueue(job, self._clock.now_ms())
         self._start_prefill(worker_index, now_s)
         if self._settings.admissions:
             self._reported[worker_index] = load = worker.load(now_s)
-            admission = Admission(worker.worker_id, worker.info.epoch, tuple(hashes[job.held_chunks :]), load)
-            await self._publish(admission, now_s, ADMISSION_DELAY_S)
-        if routed.warm is not None:
-            await self._warm_up(routed.warm, routed.decision, hashes, now_s)
+            pending = tuple(job.hashes[job.held_chunks :])
+            await self._publish(
+                Admission(worker.worker_id, worker.info.epoch, pending, load), now_s, ADMISSION_DELAY_S
+            )
+
+    def _fetch_plan(self, job: SimJob, source: KVSource | None, worker_index: int) -> tuple[int, int] | None:
+        """(chunks, tokens) the chosen worker fetches from ``source`` before queueing ``job``: the
+        source's run of the prompt now (at most the tokens the decision names), past the worker's
+        own; None when there is nothing to fetch or workers do not fetch (``kv_fetch_tokens_per_s``
+        0). The worker queues the request when the fetch is done (:meth:`_fetched`)."""
+        if source is None or not self._settings.kv_fetch_tokens_per_s:
+            return None
+        now_ms, size = self._clock.now_ms(), self._settings.chunk_size
+        held = len(self._workers[self._by_id[source.worker_id]].cache.match(job.hashes, now_ms))
+        held = min(held, -(-source.tokens // size))
+        own = len(self._workers[worker_index].cache.match(job.hashes, now_ms))
+        if held <= own:
+            return None
+        return held, min(held * size, job.prompt_tokens) - own * size
+
+    async def _fetched(self, i: int, now_s: float) -> None:
+        """A fetch ended: the fetched chunks are cached on the worker (published as stored, as the
+        engine's import publishes them), and the request may start."""
+        job, worker_index, tokens = self._fetching.pop(i)
+        worker = self._workers[worker_index]
+        stored = worker.cache.store(job.hashes[: job.fetch_chunks], self._clock.now_ms())
+        await self._publish(worker.batch(stored), now_s)
+        job.fetched_tokens = tokens
+        self._start_prefill(worker_index, now_s)
 
     async def _warm_up(
         self, warm: WarmUp, decision: RouteDecision, hashes: Sequence[ChunkHash], now_s: float
@@ -350,4 +398,5 @@ def _record(job: SimJob, worker: int, now_s: float) -> RequestRecord:
         queue_s=job.start_s - job.arrival_s,
         reason=job.decision.reason.value,
         estimated_ttft_s=job.decision.estimated_ttft_s,
+        fetched_tokens=min(job.fetched_tokens, job.cached_tokens),
     )

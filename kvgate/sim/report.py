@@ -33,6 +33,10 @@ def format_table(report: SimReport) -> str:
     warmed = [f"{name} {r.warm_up_tokens:,}" for name, r in report.policies.items() if r.warm_up_tokens]
     if warmed:
         lines += ["", "warm-ups (tokens prefilled ahead of demand, in no hit rate): " + ", ".join(warmed)]
+    fetched = [f"{name} {r.fetch_rate:.4f}" for name, r in report.policies.items() if r.fetch_rate]
+    if fetched:
+        head = "fetched from a KV source (share of prompt tokens, in the hit rate): "
+        lines += ["", head + ", ".join(fetched)]
     return "\n".join([*lines, *_standing(report), *_losses(report)])
 
 

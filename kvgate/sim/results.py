@@ -26,6 +26,7 @@ class RequestRecord:
     queue_s: float
     reason: str
     estimated_ttft_s: float | None = None
+    fetched_tokens: int = 0  # of cached_tokens, fetched from another worker before the prefill
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,7 +40,11 @@ class PolicyResult:
     worker did not, over all prompt tokens (a request queued behind a later arrival may reuse more
     than that cache; such gains are not netted, so the shares add up to at least unlimited - hit).
     ``warm_up_tokens``: prompt tokens the router asked workers to prefill ahead of demand (warm-ups:
-    counted in ``worker_prefill_tokens`` and the imbalance, in no request's hit rate)."""
+    counted in ``worker_prefill_tokens`` and the imbalance, in no request's hit rate).
+    ``fetch_rate``: the prompt tokens whose KV the chosen worker fetched from another worker (its
+    decision's KV source) instead of computing them, over all prompt tokens; they count in
+    ``hit_rate`` (no worker computed them), so ``hit_rate - fetch_rate`` is what the chosen workers'
+    own caches reused."""
 
     hit_rate: float
     imbalance: float
@@ -56,6 +61,7 @@ class PolicyResult:
     wall_s: float = 0.0
     lost_by_reason: dict[str, float] = field(default_factory=dict)
     warm_up_tokens: int = 0
+    fetch_rate: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +95,7 @@ def summarize(
         worker_prefill_tokens=list(worker_prefill_tokens),
         wall_s=wall_s,
         lost_by_reason=lost_by_reason(records, unlimited, prompt),
+        fetch_rate=sum(r.fetched_tokens for r in records) / prompt,
     )
 
 

@@ -49,6 +49,9 @@ class SimJob:
     swapped_tokens: int = 0
     background: bool = False  # runs only when no other job waits (a warm-up's piece, until promoted)
     warm_up: bool = False  # a warm-up's piece: no request to answer when it ends
+    fetch_chunks: int = 0  # leading chunks the worker is fetching from a KV source for this request
+    ready_s: float = 0.0  # when that fetch ends: the request starts no sooner
+    fetched_tokens: int = 0  # prompt tokens the fetch brought (once it ended)
 
     @property
     def computed_tokens(self) -> int:
@@ -81,7 +84,7 @@ class SimWorker:
         """Queues ``job`` behind the others (FIFO). Its expected work leaves out the chunks held and
         those an earlier queued job computes first (a prefix shared within the queue is computed once)."""
         tiers = self.cache.match(job.hashes, now_ms)
-        job.held_chunks = run = len(tiers)
+        job.held_chunks = run = max(len(tiers), job.fetch_chunks)
         while run < len(job.hashes) and self._pending[job.hashes[run]] > 0:
             run += 1
         computed = job.prompt_tokens - min(run * self._chunk_size, job.prompt_tokens)
@@ -109,9 +112,12 @@ class SimWorker:
 
     def start_next(self, now_s: float, now_ms: int) -> float | None:
         """Starts the next queued prefill if the worker is free; returns when it ends (None: nothing
-        started). The cache is matched now: what the worker holds at prefill time is what it reuses."""
+        started; also while the next job's KV fetch runs). The cache is matched now: what the worker holds
+        at prefill time is what it reuses."""
         if self.current is not None or not (self._queue or self._background):
             return None
+        if (self._queue or self._background)[0].ready_s > now_s:
+            return None  # its KV fetch is running: the queue waits, in order (the fetch's end restarts it)
         job = (self._queue or self._background).popleft()
         tiers = self.cache.match(job.hashes, now_ms)
         job.cached_tokens = self._cached_tokens(tiers, job.prompt_tokens)

@@ -14,7 +14,7 @@ from kvgate.gateway.core.request import ChatInput, GenerateRequest, TextInput
 from kvgate.gateway.errors import ErrorKind, GatewayError
 from kvgate.gateway.grpc_api.errors import status_of
 from kvgate.gateway.http_api.errors import error_body, http_status
-from kvgate.gateway.routing.types import Routed, RouteDecision, RouteReason
+from kvgate.gateway.routing.types import KVSource, Routed, RouteDecision, RouteReason
 from kvgate.gateway.settings import GatewaySettings, Limits
 from kvgate.gateway.tenancy import Caller, Tenant
 from kvgate.gateway.upstream import calls
@@ -22,8 +22,10 @@ from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.layout import CacheLayout
 from kvgate.proto.sampling import CacheHint
+from kvgate.proto.units import TokenCount
 from kvgate.workers.engine.intake import SequenceFactory
 from kvgate.workers.service.messages import engine_request
+from tests.index.helpers import info
 
 LAYOUT = CacheLayout("HuggingFaceTB/SmolLM2-135M-Instruct", secret=b"deployment secret")
 READER = Tenant("acme", shared_namespaces=frozenset({"manual"}))
@@ -139,3 +141,17 @@ async def test_a_text_too_long_for_any_tokenization_is_refused_before_tokenizing
             assert refused.value.code == "context_length_exceeded"
             assert ("characters" in refused.value.message) is refused_early
             assert (encoded == []) is refused_early
+
+
+async def test_a_decision_naming_a_kv_source_tells_the_worker_where_to_fetch(tokenizer: Tokenizer) -> None:
+    core = _core(tokenizer)
+    job = await core.prepare(GenerateRequest("smollm2", TextInput(SYSTEM)), Caller())
+    decision = RouteDecision(WorkerId("w0"), RouteReason.LOAD_OVERRIDE, 0)
+    routed = Routed(decision, None, len(job.hashes), source=KVSource(WorkerId("w1"), TokenCount(256)))
+    holder = info(WorkerId("w1"))
+    request = calls.request(job, routed, holder)
+    assert (request.kv_source.worker_id, request.kv_source.address) == ("w1", holder.address)
+    assert request.kv_source.tokens == 256
+    assert not calls.request(job, routed).HasField("kv_source")  # the holder is gone: name none
+    plain = Routed(decision, None, len(job.hashes))
+    assert not calls.request(job, plain, holder).HasField("kv_source")

@@ -41,6 +41,7 @@ from kvgate.workers.engine.grammar import Grammar, GrammarCompiler
 from kvgate.workers.engine.inbox import Inbox
 from kvgate.workers.engine.intake import SequenceFactory
 from kvgate.workers.engine.kv_pools import KVCapacity, allocate_cpu_tier, tier_sizes
+from kvgate.workers.engine.kv_transfer import KVBlockBytes, export_blocks, import_blocks
 from kvgate.workers.engine.logits import process
 from kvgate.workers.engine.logprobs import token_logprobs
 from kvgate.workers.engine.outputs import StepOutput
@@ -53,7 +54,7 @@ from kvgate.workers.engine.sequence import Sequence
 from kvgate.workers.engine.stats import EngineCounters, KVWaste, kv_waste, tokens_to_prefill
 from kvgate.workers.engine.stopping import Stop
 from kvgate.workers.engine.token_mask import GrammarMasker
-from kvgate.workers.kv import EventPublisher, KVCacheManager, KVCounters
+from kvgate.workers.kv import EventPublisher, ImportedPrefix, KVCacheManager, KVCounters, Prompt
 from kvgate.workers.model import DecoderModel, ModelConfig, allocate_kv_caches
 from kvgate.workers.model.lora import AdapterLibrary, AdapterSet, LoraAdapter, load_peft_adapter
 
@@ -175,6 +176,23 @@ class LLMEngine:
         self.kv.flush_events()
         self._publish()
         return outputs
+
+    def transfer_prompt(self, request: EngineRequest) -> tuple[Prompt, int]:
+        """``request``'s prompt as the block manager keys it, and its tokens cached here now (either
+        tier), for a KV export or import (pure)."""
+        prompt = self._factory.prompt(request)
+        return prompt, self.kv.lookup(prompt).cached.total
+
+    def export_kv(self, prompt: Prompt, first: int, count: int) -> list[KVBlockBytes]:
+        """The KV of ``prompt``'s blocks ``first ..`` (at most ``count``) cached here now, in order,
+        stopping where the cache does (see :mod:`.kv_transfer`). Pure."""
+        return export_blocks(self.kv, self.runner.gpu, self.runner.cpu, prompt, first, count)
+
+    def import_kv(self, prompt: Prompt, blocks: list[KVBlockBytes]) -> ImportedPrefix:
+        """Caches another worker's KV of ``prompt``'s consecutive ``blocks`` on the GPU tier, after
+        the prefix cached here; ValueError, importing nothing, for a block that does not check out
+        (see :func:`.kv_transfer.import_blocks`). The next admission reuses them as GPU hits."""
+        return import_blocks(self.kv, self.runner.gpu, self.runner.copy, prompt, blocks)
 
     def load(self) -> WorkerLoad:
         """The load figures a worker sends with its heartbeat (pure)."""

@@ -50,7 +50,7 @@ class SequenceFactory:
             grammar = self.compile(constraint)
         ids = request.prompt_ids
         root = self._roots(request)
-        prompt = Prompt.build(ids, root, block_size=self.cache.block_size, chunk_size=self.cache.chunk_size)
+        prompt = self.prompt(request)
         return Sequence(
             request=request,
             seq_id=SeqId(request.request_id),
@@ -63,6 +63,14 @@ class SequenceFactory:
             history=self._history(request),
             grammar=None if grammar is None else grammar.start(),
             prompt_logprobs=_prompt_logprobs(request),
+        )
+
+    def prompt(self, request: EngineRequest) -> Prompt:
+        """``request``'s prompt hashed along its chain (salts, adapter, shared prefix), as the block
+        manager keys it (pure; no validation against the model)."""
+        cache = self.cache
+        return Prompt.build(
+            request.prompt_ids, self._roots(request), block_size=cache.block_size, chunk_size=cache.chunk_size
         )
 
     def compile(self, constraint: OutputConstraint) -> Grammar:

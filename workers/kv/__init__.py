@@ -9,10 +9,11 @@ from kvgate.workers.kv.block import BlockKey, KVBlock
 from kvgate.workers.kv.block_pool import BlockPool
 from kvgate.workers.kv.config import KVCacheConfig
 from kvgate.workers.kv.copy_plan import CopyPlan
+from kvgate.workers.kv.imports import WriteBlocks
 from kvgate.workers.kv.manager import KVCacheManager
 from kvgate.workers.kv.prompt import Prompt
 from kvgate.workers.kv.publisher import EventPublisher, StepEventPublisher
-from kvgate.workers.kv.results import Admission, CachedTokens, PrefixHit
+from kvgate.workers.kv.results import Admission, CachedTokens, ImportedPrefix, PrefixHit
 from kvgate.workers.kv.tiers import KVCounters
 from kvgate.workers.kv.types import BlockHash, BlockId, BlockPair, Pin, SeqId
 
@@ -26,6 +27,7 @@ __all__ = [
     "CachedTokens",
     "CopyPlan",
     "EventPublisher",
+    "ImportedPrefix",
     "KVBlock",
     "KVCacheConfig",
     "KVCacheManager",
@@ -35,4 +37,5 @@ __all__ = [
     "Prompt",
     "SeqId",
     "StepEventPublisher",
+    "WriteBlocks",
 ]

@@ -29,9 +29,10 @@ from kvgate.workers.kv.block_pool import BlockPool
 from kvgate.workers.kv.chunks import ChunkTracker
 from kvgate.workers.kv.config import KVCacheConfig
 from kvgate.workers.kv.copy_plan import CopyPlan
+from kvgate.workers.kv.imports import WriteBlocks, import_prefix
 from kvgate.workers.kv.prompt import Prompt
 from kvgate.workers.kv.publisher import EventPublisher
-from kvgate.workers.kv.results import Admission, CachedTokens, PrefixHit
+from kvgate.workers.kv.results import Admission, CachedTokens, ImportedPrefix, PrefixHit
 from kvgate.workers.kv.sequence import SeqState
 from kvgate.workers.kv.tiers import KVCounters, TieredCache
 from kvgate.workers.kv.types import BlockId, BlockPair, Pin, SeqId
@@ -99,6 +100,16 @@ class KVCacheManager:
         """The longest verified cached prefix of ``prompt`` right now (pure; admit looks again)."""
         prompt.check(self.config.block_size, self.config.chunk_size)
         return PrefixHit(tuple((b.tier, b.block_id) for b in self._match(prompt)), self.config.block_size)
+
+    def import_prefix(self, prompt: Prompt, num_blocks: int, write: WriteBlocks) -> ImportedPrefix:
+        """Caches the KV of ``prompt``'s first ``num_blocks`` full blocks, computed by another worker,
+        after the prefix cached here already: only reusable blocks (never the last token's), only as
+        many as the GPU has free (evicting as an allocation does), each under the key computed here.
+        ``write`` puts their KV into the GPU blocks (see :mod:`.imports`); its exception propagates
+        and nothing is imported. The blocks end unreferenced and cached (default TTL), their chunks
+        published. Call between steps only. Raises ValueError for an inconsistent prompt."""
+        prompt.check(self.config.block_size, self.config.chunk_size)
+        return import_prefix(self._cache, self.config, prompt, self._match(prompt), num_blocks, write)
 
     def lost_to_eviction(
         self, prompt: Prompt, cached_tokens: TokenCount, predicted_tokens: TokenCount, mark: int

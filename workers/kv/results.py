@@ -49,3 +49,13 @@ class Admission:
     cached: CachedTokens
     num_new_tokens: int
     swap_in: tuple[BlockPair, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ImportedPrefix:
+    """What :meth:`KVCacheManager.import_prefix` did: the prompt's first ``cached_blocks`` full blocks
+    were cached here already (either tier); the next ``imported_blocks`` are now cached from imported
+    KV (0: none, e.g. no free GPU block)."""
+
+    cached_blocks: int
+    imported_blocks: int

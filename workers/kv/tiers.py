@@ -106,6 +106,33 @@ class TieredCache:
         self._refresh(block, ttl_ms, force=True)
         return True
 
+    def store(self, block: KVBlock, key: BlockKey, ttl_ms: int, members: tuple[BlockHash, ...]) -> bool:
+        """Caches in-use GPU ``block``, whose KV is written already (imported from another worker),
+        under ``key``: a hit at once, unlike :meth:`register`, and its chunk (``members``, when
+        ``key.chunk`` is set) is published STORED by the next flush. Returns False, changing nothing,
+        when either tier caches that hash already."""
+        if self.locate(key.hash) is not None:
+            return False
+        self.gpu.register(block, key)
+        if key.chunk is not None:
+            self.chunks.add(key.chunk, members)
+        self._refresh(block, ttl_ms, force=True)
+        return True
+
+    def hold(self, block: KVBlock) -> None:
+        """One more user for cached ``block`` of either tier, TTL untouched: no allocation evicts it
+        until :meth:`unhold`."""
+        (self.gpu if block.tier is Tier.GPU else self.cpu).take(block)
+
+    def unhold(self, block: KVBlock) -> None:
+        """Undoes one :meth:`hold` (at ref 0 the block is queued as the most recently used)."""
+        (self.gpu if block.tier is Tier.GPU else self.cpu).release(block)
+
+    def take_plan(self) -> CopyPlan:
+        """The copies planned since the last step ended (offloads of blocks evicted between two steps),
+        to run at once; the plan is empty afterwards."""
+        return self._plan.build()
+
     def release(self, block: KVBlock, ttl_ms: int) -> None:
         """One GPU user fewer; a cached block's TTL is refreshed (its last use is now)."""
         if block.key is not None:

@@ -33,6 +33,8 @@ class WorkerConfig:
     - ``shutdown_grace_s``: how long :meth:`WorkerServer.stop` lets running calls finish.
     - ``stall_timeout_s``: requests in flight with no engine step finishing for this long mean a hung
       engine: they fail and the worker reports itself broken (None: never). Far above the slowest step.
+    - ``kv_fetch_timeout_s``: the most a fetch of a prompt's prefix KV from another worker may take
+      (``GenerateRequest.kv_source``); past it the request computes its prompt itself.
     - ``adapters``: LoRA adapters to load at start, ``(id, PEFT folder)``; ``lora_dir``: a folder whose
       PEFT subfolders are loaded when a request first names them. The worker advertises both.
     """
@@ -57,6 +59,7 @@ class WorkerConfig:
     shutdown_grace_s: float = 5.0
     stall_timeout_s: float | None = 120.0
     tls: TlsFiles | None = None  # serve gRPC over TLS (mutual when tls.ca is set)
+    kv_fetch_timeout_s: float = 10.0
     adapters: tuple[tuple[str, Path], ...] = ()
     lora_dir: Path | None = None
 
@@ -73,7 +76,7 @@ class WorkerConfig:
             raise ValueError(f"port_span must be >= 1, got {self.port_span}")
         if self.max_queued_requests < 0 or self.subscriber_queue < 1:
             raise ValueError("max_queued_requests must be >= 0 and subscriber_queue >= 1")
-        for name in ("heartbeat_s", "idle_tick_s", "shutdown_grace_s"):
+        for name in ("heartbeat_s", "idle_tick_s", "shutdown_grace_s", "kv_fetch_timeout_s"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.stall_timeout_s is not None and self.stall_timeout_s <= 0:

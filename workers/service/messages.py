@@ -17,6 +17,7 @@ from kvgate.proto.sampling import FinishReason, Usage
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 from kvgate.workers.engine import EngineRequest, StepOutput
 from kvgate.workers.service.engine_stats import EngineStats
+from kvgate.workers.service.transfer_counters import TransferCounters
 
 
 def engine_request(msg: worker_pb2.GenerateRequest) -> EngineRequest:
@@ -40,6 +41,21 @@ def engine_request(msg: worker_pb2.GenerateRequest) -> EngineRequest:
         shared_salt=msg.shared_salt,
         shared_tokens=msg.shared_tokens,
         background=msg.background,
+    )
+
+
+def export_request(msg: worker_pb2.ExportKVRequest) -> EngineRequest:
+    """The prompt of an ExportKV call as an engine request (its cache namespace as in Generate).
+    Raises ValueError, naming the field, for an empty prompt or an inconsistent shared prefix."""
+    if not msg.prompt_token_ids:
+        raise ValueError("prompt_token_ids must hold at least one token")
+    return EngineRequest(
+        request_id="kv-export",
+        prompt_ids=np.asarray(msg.prompt_token_ids, dtype=np.uint32),
+        cache_salt=msg.cache_salt,
+        adapter_id=msg.adapter_id,
+        shared_salt=msg.shared_salt,
+        shared_tokens=msg.shared_tokens,
     )
 
 
@@ -91,11 +107,13 @@ def error_result(error: str, prompt_tokens: int, completion_tokens: int) -> work
     return worker_pb2.GenerateResponse(final=final)
 
 
-def stats_response(info: WorkerInfo, stats: EngineStats, load: WorkerLoad) -> worker_pb2.StatsResponse:
-    """Identity, ``load`` (the worker's current figures) and counters. The block manager counts drops
-    without their tier: they are reported as evictions of the tier a chunk leaves the worker from (GPU
-    without a CPU tier, else CPU)."""
-    c = stats.counters
+def stats_response(
+    info: WorkerInfo, stats: EngineStats, load: WorkerLoad, transfers: TransferCounters | None = None
+) -> worker_pb2.StatsResponse:
+    """Identity, ``load`` (the worker's current figures) and counters (``transfers``: KV moved
+    between workers; None: none). The block manager counts drops without their tier: they are reported
+    as evictions of the tier a chunk leaves the worker from (GPU without a CPU tier, else CPU)."""
+    c, t = stats.counters, transfers or TransferCounters()
     drops = worker_pb2.Evictions(ttl=stats.kv.evicted_ttl, pressure=stats.kv.evicted_pressure)
     none = worker_pb2.Evictions()
     return worker_pb2.StatsResponse(
@@ -122,6 +140,10 @@ def stats_response(info: WorkerInfo, stats: EngineStats, load: WorkerLoad) -> wo
         gpu_cached_blocks=stats.gpu_cached_blocks,
         last_event_seq=stats.last_event_seq,
         started_at_ms=stats.started_at_ms,
+        kv_imported_blocks_total=t.imported_blocks,
+        kv_imported_tokens_total=t.imported_tokens,
+        kv_fetch_failures_total=t.fetch_failures,
+        kv_exported_blocks_total=t.exported_blocks,
     )
 
 

@@ -12,16 +12,25 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from kvgate.workers.service.engine_stats import EngineStats
+from kvgate.workers.service.transfer_counters import TransferCounters
 
 
 class WorkerCollector(Collector):
     """Every family carries the ``worker`` label; ``block_bytes`` (bytes of one KV block, all layers)
-    turns block counts of offloads and swap-ins into bytes."""
+    turns block counts of offloads and swap-ins into bytes; ``transfers``: the KV moved between workers
+    (None: none)."""
 
-    def __init__(self, worker_id: str, stats: Callable[[], EngineStats], block_bytes: int) -> None:
+    def __init__(
+        self,
+        worker_id: str,
+        stats: Callable[[], EngineStats],
+        block_bytes: int,
+        transfers: Callable[[], TransferCounters] | None = None,
+    ) -> None:
         self._worker = worker_id
         self._stats = stats
         self._block_bytes = block_bytes
+        self._transfers = transfers or TransferCounters
 
     def collect(self) -> Iterator[Metric]:
         s = self._stats()
@@ -29,6 +38,7 @@ class WorkerCollector(Collector):
         yield from self._tokens(s)
         yield from self._cache_traffic(s)
         yield from self._queues(s)
+        yield from self._kv_transfers(self._transfers())
 
     def _family(self, kind: type, name: str, doc: str, labels: tuple[str, ...] = ()) -> Metric:
         return kind(name, doc, labels=("worker", *labels))
@@ -92,6 +102,27 @@ class WorkerCollector(Collector):
         preemptions = self._family(CounterMetricFamily, "kvgate_worker_preemptions", "Sequences preempted.")
         preemptions.add_metric([self._worker], s.counters.preemptions)
         yield from (evictions, copies, moved, preemptions)
+
+    def _kv_transfers(self, t: TransferCounters) -> Iterator[Metric]:
+        moved = self._family(
+            CounterMetricFamily,
+            "kvgate_worker_kv_transfer_blocks",
+            "KV blocks imported from / exported to other workers.",
+            ("direction",),
+        )
+        moved.add_metric([self._worker, "import"], t.imported_blocks)
+        moved.add_metric([self._worker, "export"], t.exported_blocks)
+        tokens = self._family(
+            CounterMetricFamily, "kvgate_worker_kv_imported_tokens", "Prompt tokens of imported KV blocks."
+        )
+        tokens.add_metric([self._worker], t.imported_tokens)
+        failures = self._family(
+            CounterMetricFamily,
+            "kvgate_worker_kv_fetch_failures",
+            "KV fetches from other workers that failed (the prompt was computed instead).",
+        )
+        failures.add_metric([self._worker], t.fetch_failures)
+        yield from (moved, tokens, failures)
 
     def _queues(self, s: EngineStats) -> Iterator[Metric]:
         load = s.load

@@ -26,6 +26,7 @@ from kvgate.common.bounded_stop import stop_within
 from kvgate.common.clock import Clock
 from kvgate.common.grpc_auth import RequireToken
 from kvgate.common.grpc_options import SERVER_OPTIONS
+from kvgate.common.grpc_tls import ChannelSecurity
 from kvgate.index.base import PrefixIndex
 from kvgate.proto import worker_pb2, worker_pb2_grpc
 from kvgate.proto.trust import sign_record
@@ -38,8 +39,10 @@ from kvgate.workers.service.config import WorkerConfig
 from kvgate.workers.service.engine_loop import EngineLoop
 from kvgate.workers.service.event_hub import EventHub
 from kvgate.workers.service.index_publisher import IndexPublisher
+from kvgate.workers.service.kv_transfer import KVTransfers
 from kvgate.workers.service.metrics import MetricsEndpoint, WorkerCollector
 from kvgate.workers.service.servicer import WorkerServicer
+from kvgate.workers.service.transfer_counters import TransferCounters
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +72,8 @@ class WorkerServer:
         self.info: WorkerInfo | None = None
         self.port = 0  # the bound port, once started
         self.metrics: MetricsEndpoint | None = None
+        self.transfers: KVTransfers | None = None  # KV fetched from / sent to other workers
+        self._transfer_counters = TransferCounters()
 
     @property
     def broken(self) -> bool:
@@ -110,7 +115,9 @@ class WorkerServer:
         )
         metrics_address = self._serve_metrics(config, loop)
         self.info = info = self._bind(self._server, config, metrics_address)
-        worker_pb2_grpc.add_KVWorkerServicer_to_server(WorkerServicer(loop, hub, info, load), self._server)
+        self.transfers = transfers = self._transfers(config, loop, info)
+        servicer = WorkerServicer(loop, hub, info, load, transfers)
+        worker_pb2_grpc.add_KVWorkerServicer_to_server(servicer, self._server)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, self._server)
         loop.start()
         await self._server.start()
@@ -136,13 +143,24 @@ class WorkerServer:
         )  # fmt: skip
         return sign_record(info, cache.secret)
 
+    def _transfers(self, config: WorkerConfig, loop: EngineLoop, info: WorkerInfo) -> KVTransfers:
+        """Fetches from other workers over channels like the gateway's: TLS when configured, with the
+        deployment's call token."""
+        security = ChannelSecurity.of(config.tls, config.engine.cache.secret)
+        return KVTransfers(
+            loop, info, security, config.engine.block_size, config.kv_fetch_timeout_s, self._transfer_counters
+        )
+
     def _serve_metrics(self, config: WorkerConfig, loop: EngineLoop) -> str:
         """Starts the Prometheus exporter when ``config.metrics_port`` is set; its address (or the
         configured one)."""
         if config.metrics_port is None:
             return config.metrics_address
         block_bytes = kv_cache_bytes_per_block(self.engine.layout.kv, config.engine.block_size)
-        self.metrics = MetricsEndpoint(WorkerCollector(config.worker_id, lambda: loop.stats, block_bytes))
+        collector = WorkerCollector(
+            config.worker_id, lambda: loop.stats, block_bytes, lambda: self._transfer_counters
+        )
+        self.metrics = MetricsEndpoint(collector)
         endpoint = self.metrics
         ports = config.candidate_ports(config.metrics_port)
         port = _first_bindable(ports, lambda p: endpoint.start(config.host, p))
@@ -160,6 +178,8 @@ class WorkerServer:
             await stop_within("leaving the index after a break", self._broken_task, grace + _SLACK_S)
         if self._server is not None:
             await stop_within("stopping the gRPC server", self._server.stop(grace), grace + _SLACK_S)
+        if self.transfers is not None:
+            await self.transfers.close()
         if self.loop is not None:
             await self.loop.stop()
         if self.metrics is not None:

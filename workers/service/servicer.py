@@ -11,6 +11,11 @@ its KV blocks are freed. Status codes follow what the gateway's dispatcher expec
 - UNAVAILABLE: the engine failed or the worker is stopping, before any token (retried elsewhere);
   after tokens were sent, the stream ends with a FinalResult of FINISH_REASON_ERROR instead;
 - DEADLINE_EXCEEDED: the call's deadline passed.
+
+A Generate request with a ``kv_source`` first fetches that worker's KV of its prompt prefix (see
+:mod:`.kv_transfer`); a failed fetch changes nothing above. A request that arrives while fetches run
+is submitted after them (:mod:`.fetch_order`). ExportKV answers INVALID_ARGUMENT for a
+malformed request and FAILED_PRECONDITION for another model's fingerprint.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ from kvgate.workers.service.engine_loop import EngineLoop
 from kvgate.workers.service.errors import AdmissionFullError, DuplicateRequestError, EngineUnavailableError
 from kvgate.workers.service.event_hub import EventHub
 from kvgate.workers.service.event_stream import event_stream
+from kvgate.workers.service.fetch_order import FetchOrder
+from kvgate.workers.service.kv_transfer import KVTransfers
 from kvgate.workers.service.request_stream import RequestStream
 
 _REFUSALS: dict[type[Exception], grpc.StatusCode] = {
@@ -40,16 +47,24 @@ _REFUSALS: dict[type[Exception], grpc.StatusCode] = {
 
 
 class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
-    """Stateless apart from what it is given: the engine loop, the event hub and the worker's
-    registration record (``info``, with its bound address and epoch)."""
+    """Stateless apart from what it is given: the engine loop, the event hub, the worker's
+    registration record (``info``, with its bound address and epoch) and its KV transfers (None: no
+    fetch, and ExportKV answers UNIMPLEMENTED)."""
 
     def __init__(
-        self, loop: EngineLoop, hub: EventHub, info: WorkerInfo, load: Callable[[], WorkerLoad] | None = None
+        self,
+        loop: EngineLoop,
+        hub: EventHub,
+        info: WorkerInfo,
+        load: Callable[[], WorkerLoad] | None = None,
+        transfers: KVTransfers | None = None,
     ) -> None:
         self._loop = loop
         self._hub = hub
         self._info = info
         self._load = load or (lambda: loop.stats.load)
+        self._transfers = transfers
+        self._fetches = FetchOrder()
 
     async def Generate(
         self, request: worker_pb2.GenerateRequest, context: grpc.aio.ServicerContext
@@ -88,7 +103,8 @@ class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
         self, request: worker_pb2.StatsRequest, context: grpc.aio.ServicerContext
     ) -> worker_pb2.StatsResponse:
         del request, context
-        return messages.stats_response(self._info, self._loop.stats, self._load())
+        counters = None if self._transfers is None else self._transfers.counters
+        return messages.stats_response(self._info, self._loop.stats, self._load(), counters)
 
     async def SubscribeEvents(
         self, request: worker_pb2.SubscribeEventsRequest, context: grpc.aio.ServicerContext
@@ -98,13 +114,38 @@ class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
             async for message in event_stream(subscription, self._load):
                 yield message
 
+    async def ExportKV(
+        self, request: worker_pb2.ExportKVRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[worker_pb2.KVBlockData]:
+        try:
+            engine_request = messages.export_request(request)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            raise  # unreachable: abort raises
+        if request.fingerprint != self._info.fingerprint:
+            detail = f"fingerprint {request.fingerprint!r} is not this worker's {self._info.fingerprint!r}"
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, detail)
+        if self._transfers is None:
+            await context.abort(grpc.StatusCode.UNIMPLEMENTED, "this worker exports no KV")
+            return
+        try:
+            async for block in self._transfers.export(engine_request, request.max_tokens):
+                yield block
+        except EngineUnavailableError as exc:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+
     async def _submit(
         self, request: worker_pb2.GenerateRequest, context: grpc.aio.ServicerContext
     ) -> RequestStream:
         try:
+            earlier = self._fetches.arrived()  # fetches running now: this request queues behind them
             engine_request = messages.engine_request(request)
             await self._loop.ensure_adapter(engine_request)  # off the loop: loading takes a while
             grammar = await self._loop.compile_grammar(engine_request)  # off the loop: it may take a while
+            fetch = None
+            if request.HasField("kv_source") and self._transfers is not None:
+                fetch = self._transfers.fetch(request.kv_source, engine_request)  # never raises
+            await self._fetches.wait(earlier, fetch)
             return self._loop.submit(engine_request, grammar)
         except (ValueError, DuplicateRequestError, AdmissionFullError, EngineUnavailableError) as exc:
             code = next(c for kind, c in _REFUSALS.items() if isinstance(exc, kind))
