@@ -19,6 +19,10 @@ call it; neither is proof of belonging to the deployment. The secret is:
   metadata :data:`CALL_TOKEN_HEADER`); a worker serves only calls that carry it (:func:`token_matches`,
   constant time). The token is a bearer credential: on a link others can read, protect it (and the
   prompts) with TLS.
+- **Vouching for KV moved between workers.** A worker exporting a KV block tags it with
+  :func:`kv_block_mac` (keyed BLAKE2b under the key :func:`kv_block_key`); the importer writes only
+  blocks whose tag verifies. The call token alone (which crosses the wire on every call) cannot make
+  a worker cache KV of anyone's choosing: forging a block takes the secret.
 
 A deployment without a secret (empty: only where the operator said ``--insecure``) signs nothing and
 checks nothing; a record with a signature is refused by it, as an unsigned one is by a keyed one.
@@ -82,6 +86,22 @@ def token_matches(presented: str | bytes | None, secret: bytes) -> bool:
     if isinstance(presented, str):
         presented = presented.encode("utf-8", "surrogateescape")
     return hmac.compare_digest(presented, expected.encode())
+
+
+def kv_block_key(secret: bytes) -> bytes | None:
+    """The key that tags KV blocks moved between the workers of ``secret``'s deployment (None: no
+    secret, blocks go untagged)."""
+    return derive(secret, "kv-block") if secret else None
+
+
+def kv_block_mac(key: bytes, index: int, block_hash: int, data: bytes) -> bytes:
+    """The 16-byte tag of block ``index`` (wire hash ``block_hash``, KV bytes ``data``) under ``key``:
+    keyed BLAKE2b over the index and hash (8 bytes each, little-endian) then the data. Hashing a large
+    ``data`` releases the GIL: call it off the event loop."""
+    mac = hashlib.blake2b(key=key, digest_size=16)
+    mac.update(index.to_bytes(8, "little") + block_hash.to_bytes(8, "little"))
+    mac.update(data)
+    return mac.digest()
 
 
 def _record_mac(info: WorkerInfo, secret: bytes, form: str) -> str:

@@ -210,11 +210,13 @@ class ExportKVRequest(_message.Message):
     def __init__(self, prompt_token_ids: _Optional[_Iterable[int]] = ..., cache_salt: _Optional[str] = ..., adapter_id: _Optional[str] = ..., shared_salt: _Optional[str] = ..., shared_tokens: _Optional[int] = ..., max_tokens: _Optional[int] = ..., fingerprint: _Optional[str] = ...) -> None: ...
 
 class KVBlockData(_message.Message):
-    __slots__ = ("index", "block_hash", "data")
+    __slots__ = ("index", "block_hash", "data", "mac")
     INDEX_FIELD_NUMBER: _ClassVar[int]
     BLOCK_HASH_FIELD_NUMBER: _ClassVar[int]
     DATA_FIELD_NUMBER: _ClassVar[int]
+    MAC_FIELD_NUMBER: _ClassVar[int]
     index: int
     block_hash: int
     data: bytes
-    def __init__(self, index: _Optional[int] = ..., block_hash: _Optional[int] = ..., data: _Optional[bytes] = ...) -> None: ...
+    mac: bytes
+    def __init__(self, index: _Optional[int] = ..., block_hash: _Optional[int] = ..., data: _Optional[bytes] = ..., mac: _Optional[bytes] = ...) -> None: ...

@@ -7,12 +7,16 @@ Both move :data:`~kvgate.workers.engine.kv_transfer.BATCH_BLOCKS` blocks per eng
 steps, on the engine thread), so neither side holds more than a batch and the engine is never held
 long. A fetch is a hint: whatever goes wrong (holder unreachable, cache gone there, deadline, a block
 that does not check out), it is counted and logged once and the request computes its prompt as usual.
-The importer keys every block by its own hash of its own copy of the prompt.
+The importer keys every block by its own hash of its own copy of the prompt, and writes only blocks
+whose tag (:func:`kvgate.proto.trust.kv_block_mac`, under the deployment's KV-block key) verifies: a
+caller that has only the call token cannot place KV of its choosing in this worker's cache. Tags are
+computed and checked off the event loop (hashing releases the GIL).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import logging
 from collections.abc import AsyncIterator
 
@@ -22,6 +26,7 @@ from kvgate.common.grpc_options import CLIENT_OPTIONS
 from kvgate.common.grpc_tls import ChannelSecurity
 from kvgate.proto import worker_pb2, worker_pb2_grpc
 from kvgate.proto.layout import reusable_tokens
+from kvgate.proto.trust import kv_block_mac
 from kvgate.proto.workers import WorkerInfo
 from kvgate.workers.engine import EngineRequest
 from kvgate.workers.engine.kv_transfer import BATCH_BLOCKS, KVBlockBytes
@@ -45,8 +50,10 @@ class KVTransfers:
         block_size: int,
         timeout_s: float,
         counters: TransferCounters | None = None,
+        mac_key: bytes | None = None,
     ) -> None:
         self._loop, self._info, self._security = loop, info, security
+        self._mac_key = mac_key  # the deployment's KV-block key (None: no secret, blocks untagged)
         self._block_size, self._timeout_s = block_size, timeout_s
         self.counters = counters if counters is not None else TransferCounters()
         self._channels: dict[str, grpc.aio.Channel] = {}
@@ -74,8 +81,11 @@ class KVTransfers:
         while first < end:
             count = min(BATCH_BLOCKS, end - first)
             blocks = await self._loop.call(lambda e, f=first, c=count: e.export_kv(prompt, f, c))
-            for block in blocks:
-                yield worker_pb2.KVBlockData(index=block.index, block_hash=block.block_hash, data=block.data)
+            tags = await asyncio.to_thread(_tags, self._mac_key, blocks)
+            for block, tag in zip(blocks, tags, strict=True):
+                yield worker_pb2.KVBlockData(
+                    index=block.index, block_hash=block.block_hash, data=block.data, mac=tag
+                )
                 self.counters.exported_blocks += 1
             if len(blocks) < count:
                 return
@@ -97,19 +107,24 @@ class KVTransfers:
         call = self._stub(source.address).ExportKV(export, timeout=self._timeout_s)
         try:
             batch: list[KVBlockBytes] = []
+            tags: list[bytes] = []
             async for msg in call:
                 batch.append(KVBlockBytes(msg.index, msg.block_hash, msg.data))
+                tags.append(msg.mac)
                 if len(batch) == BATCH_BLOCKS:
-                    if not await self._import(prompt, batch):
+                    if not await self._import(prompt, batch, tags):
                         return
-                    batch = []
+                    batch, tags = [], []
             if batch:
-                await self._import(prompt, batch)
+                await self._import(prompt, batch, tags)
         finally:
             call.cancel()  # a no-op once the stream ended
 
-    async def _import(self, prompt: Prompt, batch: list[KVBlockBytes]) -> bool:
-        """Imports one batch; True when all of it is held here now (go on with the next)."""
+    async def _import(self, prompt: Prompt, batch: list[KVBlockBytes], tags: list[bytes]) -> bool:
+        """Imports one batch once every tag verifies (ValueError otherwise: nothing of it is written);
+        True when all of it is held here now (go on with the next)."""
+        if not await asyncio.to_thread(_verified, self._mac_key, batch, tags):
+            raise ValueError("a KV block's tag does not verify under this deployment's key")
         result = await self._loop.call(lambda e: e.import_kv(prompt, batch))
         self.counters.imported_blocks += result.imported_blocks
         self.counters.imported_tokens += result.imported_blocks * self._block_size
@@ -131,3 +146,17 @@ class KVTransfers:
         if channel is None:
             channel = self._channels[address] = self._security.open(address, CLIENT_OPTIONS)
         return worker_pb2_grpc.KVWorkerStub(channel)
+
+
+def _tags(key: bytes | None, blocks: list[KVBlockBytes]) -> list[bytes]:
+    """Each block's tag under ``key`` (empty ones without a key)."""
+    if key is None:
+        return [b""] * len(blocks)
+    return [kv_block_mac(key, b.index, b.block_hash, b.data) for b in blocks]
+
+
+def _verified(key: bytes | None, blocks: list[KVBlockBytes], tags: list[bytes]) -> bool:
+    """True iff every tag is the block's under ``key`` (constant-time compares); without a key, iff
+    every tag is empty (a tagged block comes from a deployment with a secret: not this one)."""
+    expected = _tags(key, blocks)
+    return all(hmac.compare_digest(e, t) for e, t in zip(expected, tags, strict=True))

@@ -29,7 +29,7 @@ from kvgate.common.grpc_options import SERVER_OPTIONS
 from kvgate.common.grpc_tls import ChannelSecurity
 from kvgate.index.base import PrefixIndex
 from kvgate.proto import worker_pb2, worker_pb2_grpc
-from kvgate.proto.trust import sign_record
+from kvgate.proto.trust import kv_block_key, sign_record
 from kvgate.proto.workers import WorkerInfo, WorkerLoad
 from kvgate.workers.engine import LLMEngine, load_engine
 from kvgate.workers.kv import StepEventPublisher
@@ -146,10 +146,11 @@ class WorkerServer:
     def _transfers(self, config: WorkerConfig, loop: EngineLoop, info: WorkerInfo) -> KVTransfers:
         """Fetches from other workers over channels like the gateway's: TLS when configured, with the
         deployment's call token."""
-        security = ChannelSecurity.of(config.tls, config.engine.cache.secret)
-        return KVTransfers(
-            loop, info, security, config.engine.block_size, config.kv_fetch_timeout_s, self._transfer_counters
-        )
+        secret = config.engine.cache.secret
+        security = ChannelSecurity.of(config.tls, secret)
+        block_size, timeout_s = config.engine.block_size, config.kv_fetch_timeout_s
+        counters, key = self._transfer_counters, kv_block_key(secret)
+        return KVTransfers(loop, info, security, block_size, timeout_s, counters, key)
 
     def _serve_metrics(self, config: WorkerConfig, loop: EngineLoop) -> str:
         """Starts the Prometheus exporter when ``config.metrics_port`` is set; its address (or the
