@@ -110,9 +110,12 @@ class WorkerClient:
     async def __aexit__(self, *_: object) -> None:
         await self._channel.close()
 
-    async def generate(self, prompt: np.ndarray, max_tokens: int) -> StreamTiming:
-        """Greedy ``max_tokens`` (EOS ignored) after ``prompt``; RuntimeError when the stream ends
-        with anything but ``length`` or yields no token."""
+    async def generate(
+        self, prompt: np.ndarray, max_tokens: int, kv_source: worker_pb2.KVSource | None = None
+    ) -> StreamTiming:
+        """Greedy ``max_tokens`` (EOS ignored) after ``prompt``, fetching its cached prefix's KV from
+        ``kv_source`` first when given; RuntimeError when the stream ends with anything but ``length``
+        or yields no token."""
         self._next_id += 1
         sampling = SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True)
         request = worker_pb2.GenerateRequest(
@@ -120,6 +123,8 @@ class WorkerClient:
             prompt_token_ids=prompt.tolist(),
             sampling=convert.sampling_params_to_proto(sampling),
         )
+        if kv_source is not None:
+            request.kv_source.CopyFrom(kv_source)
         sent = time.perf_counter()
         arrivals: list[tuple[float, int]] = []
         final = None
@@ -131,6 +136,10 @@ class WorkerClient:
         if final is None or not arrivals or final.error:
             raise RuntimeError(f"generation failed: {final.error if final else 'no final message'}")
         return StreamTiming(sent, tuple(arrivals), final.usage.cached_tokens)
+
+    async def stats(self) -> worker_pb2.StatsResponse:
+        """The worker's load and counters now (its ``Stats`` RPC)."""
+        return await self._stub.Stats(worker_pb2.StatsRequest())
 
     async def batch(self, prompts: Sequence[np.ndarray], max_tokens: int) -> list[StreamTiming]:
         """All ``prompts`` sent at once, one stream each."""

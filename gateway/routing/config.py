@@ -120,7 +120,12 @@ class RoutingConfig:
     KV sources: when the chosen worker reuses at least ``kv_fetch_min_tokens`` fewer prompt tokens
     than another worker holds (the policy moved the request off a busy holder), the decision names
     that holder (:mod:`.kv_source`) and the chosen worker fetches the prefix's KV from it instead of
-    computing it (kvgate's policy only: the peers' routers have no such path). 0 names no source.
+    computing it (kvgate's policy only: the peers' routers have no such path). Only while fetching
+    is faster than computing: ``kv_fetch_tokens_per_s`` (how fast a worker pulls another's KV; the
+    default 20k tokens/s is ~2.6 GB/s of an 8B model's 128 KiB tokens, an assumption for server
+    nodes on a 25 Gb/s or faster link: measure yours with ``bench/kv_fetch.py``) above
+    ``prefill_tokens_per_s``. ``kv_fetch_min_tokens`` 0 (or a fetch rate at or below the prefill
+    rate) names no source.
 
     Prefix affinity (SGLang cache-aware style): balance by load when max-min load >
     ``balance_abs_threshold`` and max > ``balance_rel_threshold`` x min; else take the longest match
@@ -150,6 +155,7 @@ class RoutingConfig:
     warm_min_tokens: int = 512
     warm_busy: float = 0.0
     kv_fetch_min_tokens: int = 512
+    kv_fetch_tokens_per_s: float = 20_000.0
     cache_threshold: float = 0.5
     balance_abs_threshold: int = 32
     balance_rel_threshold: float = 1.5
@@ -170,7 +176,7 @@ class RoutingConfig:
         weights += ("draw_weight",)
         rest = ("swap_in_cost_ratio", "decode_step_s", "kv_pressure_penalty", "hot_spot_floor_s")
         rest += ("warm_demand", "warm_idle_s", "warm_cooldown_s", "warm_min_tokens", "warm_busy")
-        rest += ("kv_fetch_min_tokens",)
+        rest += ("kv_fetch_min_tokens", "kv_fetch_tokens_per_s")
         for name in (*weights, *rest, "near_tie_ratio", "near_tie_s", "balance_abs_threshold"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0")

@@ -157,8 +157,12 @@ class Router:
 
     def _source(self, routed: Routed, prompt_tokens: TokenCount, request_key: int) -> KVSource | None:
         """The worker the chosen one may fetch the prompt's prefix from (:func:`.kv_source.kv_source`);
-        None for a policy without ``fetches_kv`` (the peers' routers) and in fallback mode."""
+        None for a policy without ``fetches_kv`` (the peers' routers), in fallback mode, and while
+        fetching is no faster than computing (``kv_fetch_tokens_per_s`` <= ``prefill_tokens_per_s``)."""
+        config = self._config
         if not self._fetches or routed.lookup is None:
+            return None
+        if config.kv_fetch_tokens_per_s <= config.prefill_tokens_per_s:
             return None
         decision = routed.decision
         return kv_source(
@@ -167,7 +171,7 @@ class Router:
             decision.predicted_cached_tokens,
             prompt_tokens,
             self._chunk_size,
-            self._config.kv_fetch_min_tokens,
+            config.kv_fetch_min_tokens,
             request_key,
         )
 

@@ -16,7 +16,9 @@ Defaults describe one H100 (80 GB) serving an 8B Llama-3-class model in bf16, th
   (:mod:`kvgate.proto.layout`).
 - ``kv_fetch_tokens_per_s = 20_000``: how fast a worker pulls a prefix's KV from the worker its
   decision names as KV source (``KVWorker.ExportKV``, over the cluster network): 20k tokens/s of
-  128 KiB is ~2.6 GB/s, a fifth of a 100 Gb/s NIC and twice the prefill rate. 0: workers never fetch.
+  128 KiB is ~2.6 GB/s, a fifth of a 100 Gb/s NIC and twice the prefill rate, the rate
+  :class:`~kvgate.gateway.routing.config.RoutingConfig` assumes too (an assumption: ``bench/kv_fetch.py``
+  measures a deployment's). 0: workers never fetch.
 - ``heartbeat_s = 1``: how often a worker sends its load figures (and sweeps expired chunks).
 - ``capacity_tokens = 1_000_000``: what 80 GB holds after 16 GB of weights, at 64 KiB/token
   (8B with FP8 KV) -- or ~0.5M tokens in bf16; the traces README's reference point is 1M.

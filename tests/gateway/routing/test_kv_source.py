@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from kvgate.common.clock import ManualClock
+from kvgate.gateway.routing import get_policy
+from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.kv_source import held_chunks, kv_source
+from kvgate.gateway.routing.router import Router
 from kvgate.gateway.routing.types import KVSource
+from kvgate.index import IndexSettings, MemoryPrefixIndex
 from kvgate.index.types import LookupResult, PrefixMatch
-from kvgate.proto.ids import WorkerId
+from kvgate.proto.events import EventBatch, KVEvent
+from kvgate.proto.ids import Epoch, SeqNo, Tier, WorkerId
+from kvgate.proto.workers import WorkerLoad
+from tests.index.helpers import info
 
 CHUNK = 128
 A, B, C, D = (WorkerId(f"worker-{x}") for x in "abcd")
@@ -50,3 +58,25 @@ def test_the_gpu_copy_wins_among_equal_holders_and_ties_spread_by_key() -> None:
 
 def test_the_tokens_stop_at_the_prompt() -> None:
     assert source(lookup(a="GGGGGGGGGG"), C, 0, prompt=1200) == KVSource(A, 1200)
+
+
+async def test_the_router_names_a_source_only_while_fetching_beats_computing() -> None:
+    async def routed_source(config: RoutingConfig) -> KVSource | None:
+        clock = ManualClock()
+        index = MemoryPrefixIndex(IndexSettings(), clock)
+        busy = WorkerLoad(waiting_prefill_tokens=400_000, running_seqs=8, waiting_seqs=40,
+                          gpu_blocks_total=1000, gpu_blocks_free=1000)  # fmt: skip
+        idle = WorkerLoad(gpu_blocks_total=1000, gpu_blocks_free=1000)
+        await index.register(info(A), busy)
+        await index.register(info(B), idle)
+        hashes = [bytes([i]) * 16 for i in range(1, 41)]
+        stored = tuple(KVEvent.stored(h, Tier.GPU, clock.now_ms() + 600_000) for h in hashes)
+        assert (await index.apply(EventBatch(A, Epoch(1), SeqNo(1), stored))).ok
+        router = Router(index, get_policy("kvgate", config), get_policy("least_loaded"), CHUNK, 2, clock)
+        routed = await router.route(hashes, 40 * CHUNK + 10, await index.workers(), request_key=1)
+        assert routed.decision.worker_id == B  # the holder is far too busy: the request moves
+        return routed.source
+
+    assert await routed_source(RoutingConfig()) == KVSource(A, 40 * CHUNK)
+    assert await routed_source(RoutingConfig(kv_fetch_tokens_per_s=10_000)) is None  # no faster
+    assert await routed_source(RoutingConfig(kv_fetch_min_tokens=0)) is None
