@@ -72,6 +72,12 @@ class GatewayMetrics:
         )
         for cause in Cause:
             self.cache_miss.labels(cause.value)
+        self.kv_sources = Counter(
+            "kvgate_route_kv_sources",
+            "Decisions naming a KV source: the chosen worker fetches the prompt's prefix from its holder.",
+            ["policy"],
+            registry=r,
+        )
         self.decisions = Counter(
             "kvgate_route_decisions", "Routing decisions by reason.", ["reason", "policy"], registry=r
         )
@@ -121,6 +127,9 @@ class GatewayMetrics:
             self.lookup_seconds.observe(routed.lookup_s)
         if routed.lookup is not None:
             given_up = (routed.lookup.longest - routed.decision.matched_chunks) * self._chunk_size
+            if routed.source is not None:  # the chosen worker fetches those from the source
+                given_up = min(given_up, routed.lookup.longest * self._chunk_size - routed.source.tokens)
+                self.kv_sources.labels(self._policy).inc()
             if given_up > 0:
                 self.mispredicted.labels(ROUTED_AWAY).inc(given_up)
 

@@ -13,7 +13,10 @@ the one of the **first missing chunk** (reuse stops there, so everything after i
   arrived (its eviction event had not reached the index yet, or the worker never held it).
 
 A worker that reuses at least a chunk more than predicted held chunks the index did not know of:
-``unknown_to_index``. Routing a request away from its longest match is counted when it is routed
+``unknown_to_index`` -- unless the decision named a KV source, whose tokens the worker was to fetch:
+reusing up to those is the prediction held, and reusing fewer (its own part held) is
+``kv_fetch_short`` (the fetch failed or the source no longer held them all). Routing a request away
+from its longest match is counted when it is routed
 (``routed_elsewhere_for_load``, see :meth:`GatewayMetrics.routed`).
 """
 
@@ -29,8 +32,9 @@ EVICTED = "evicted_since_lookup"
 PENDING = "pending_not_ready"
 STALE = "stale_index"
 UNKNOWN = "unknown_to_index"
+FETCH_SHORT = "kv_fetch_short"
 ROUTED_AWAY = "routed_elsewhere_for_load"
-CAUSES = (ROUTED_AWAY, EVICTED, PENDING, STALE, UNKNOWN)
+CAUSES = (ROUTED_AWAY, EVICTED, PENDING, STALE, UNKNOWN, FETCH_SHORT)
 
 
 def misprediction(
@@ -38,15 +42,20 @@ def misprediction(
 ) -> tuple[str, TokenCount] | None:
     """The cause and the tokens of ``routed``'s misprediction given the worker's ``usage``; None when
     the prediction held (pure)."""
-    predicted = min(routed.decision.predicted_cached_tokens, reusable_tokens(usage.prompt_tokens, block_size))
+    reusable = reusable_tokens(usage.prompt_tokens, block_size)
+    predicted = min(routed.decision.predicted_cached_tokens, reusable)
+    fetched = min(routed.source.tokens, reusable) if routed.source is not None else 0
     shortfall = TokenCount(predicted - usage.cached_tokens)
     if shortfall > 0:
         if usage.evicted_predicted_tokens > 0:
             return EVICTED, shortfall
         pending = _first_missing_tier(routed, usage, chunk_size) == Tier.PENDING
         return (PENDING if pending else STALE), shortfall
-    if -shortfall >= chunk_size:
-        return UNKNOWN, TokenCount(-shortfall)
+    if fetched > usage.cached_tokens:
+        return FETCH_SHORT, TokenCount(fetched - usage.cached_tokens)
+    surplus = usage.cached_tokens - max(predicted, fetched)
+    if surplus >= chunk_size:
+        return UNKNOWN, TokenCount(surplus)
     return None
 
 

@@ -3,11 +3,13 @@ worker w0 (blocks of 16: it can reuse at most 384), and what the worker then rep
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from kvgate.gateway.metrics import GatewayMetrics
 from kvgate.gateway.misprediction import misprediction
-from kvgate.gateway.routing.types import Routed, RouteDecision, RouteReason
+from kvgate.gateway.routing.types import KVSource, Routed, RouteDecision, RouteReason
 from kvgate.index.types import LookupResult, PrefixMatch
 from kvgate.proto.ids import WorkerId
 from kvgate.proto.layout import reusable_tokens
@@ -68,3 +70,24 @@ def test_the_counter_is_labelled_by_cause() -> None:
         if s.name == "kvgate_cache_misprediction_tokens_total"
     }
     assert counts == {"evicted_since_lookup": 256, "stale_index": 384}
+
+
+def test_a_fetched_prefix_is_predicted_and_a_failed_fetch_has_its_own_cause() -> None:
+    # w0 holds 1 chunk; the decision names a source holding 3 chunks (384 tokens) of the prompt
+    moved = dataclasses.replace(routed("G"), source=KVSource(WorkerId("w1"), 384))
+    assert misprediction(moved, usage(384), 128, 16) is None  # fetched: as the decision said
+    assert misprediction(moved, usage(128), 128, 16) == ("kv_fetch_short", 256)  # the fetch failed
+    assert misprediction(moved, usage(0), 128, 16) == ("stale_index", 128)  # its own chunk was gone
+
+
+def test_a_source_is_not_counted_as_routed_away() -> None:
+    metrics = GatewayMetrics("m", "kvgate", chunk_size=128, block_size=16)
+    lookup = LookupResult(4, {W0: PrefixMatch(W0, "G"), WorkerId("w1"): PrefixMatch(WorkerId("w1"), "GGG")})
+    decision = RouteDecision(W0, RouteReason.LOAD_OVERRIDE, 128, 1)
+    metrics.routed(Routed(decision, lookup, 4))
+    metrics.routed(Routed(decision, lookup, 4, source=KVSource(WorkerId("w1"), 384)))
+    away = metrics.registry.get_sample_value(
+        "kvgate_cache_misprediction_tokens_total", {"cause": "routed_elsewhere_for_load"}
+    )
+    assert away == 256  # the first decision gave 2 chunks up; the second fetches them
+    assert metrics.registry.get_sample_value("kvgate_route_kv_sources_total", {"policy": "kvgate"}) == 1
