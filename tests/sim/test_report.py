@@ -3,6 +3,8 @@ and the pooled cache's, its TTFT p99 against the fastest other policy's and peer
 
 from __future__ import annotations
 
+import dataclasses
+
 from kvgate.sim.report import format_table
 from kvgate.sim.results import PolicyResult, SimReport
 
@@ -47,3 +49,11 @@ def test_without_peers_only_the_pooled_cache_and_the_others_are_named() -> None:
 def test_nothing_is_said_unless_kvgate_ran_beside_another_policy() -> None:
     assert _standing(_report(kvgate=_result(0.5, 5.0))) == []
     assert _standing(_report(least_loaded=_result(0.1, 5.0), random=_result(0.1, 6.0))) == []
+
+
+def test_the_share_fetched_from_kv_sources_is_reported_where_there_is_one() -> None:
+    fetching = dataclasses.replace(_result(0.55, 5.0), fetch_rate=0.0031)
+    table = format_table(_report(kvgate=fetching, least_loaded=_result(0.1, 5.0)))
+    line = "fetched from a KV source (share of prompt tokens, in the hit rate): kvgate 0.0031"
+    assert line in table.splitlines()
+    assert "fetched from a KV source" not in format_table(_report(kvgate=_result(0.55, 5.0)))
