@@ -18,7 +18,7 @@ from pathlib import Path
 Cells = dict[str, dict[int, dict[str, dict[str, float]]]]  # trace -> workers -> policy -> figures
 GRIDS = (
     "sim_policies_8w",
-    "sim_policies_scale",
+    "sim_policies_scale_s0",
     "sim_policies_mooncake_conv",
     "sim_policies_mooncake_conv_scale",
 )
