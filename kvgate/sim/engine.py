@@ -147,9 +147,7 @@ class ClusterSim:
         self._tie = itertools.count()
         self._records: list[RequestRecord | None] = [None] * len(workload.requests)
         self._decoding: dict[int, SimJob] = {}
-        self._fetching: dict[
-            int, tuple[SimJob, int, int, int]
-        ] = {}  # request -> (job, worker, chunks, tokens)
+        self._fetching: dict[int, tuple[SimJob, int, int]] = {}  # request -> (job, worker, tokens)
         self._busy = 0  # requests not finished yet (heartbeats stop at 0)
         self._warm_ids = itertools.count(-1, -1)  # warm-up pieces: negative, never a request's index
         self.warm_up_tokens = 0  # prompt tokens the router asked workers to warm up
@@ -251,10 +249,10 @@ class ClusterSim:
             )
 
     def _fetch_plan(self, job: SimJob, source: KVSource | None, worker_index: int) -> tuple[int, int] | None:
-        """(chunks, tokens) the chosen worker fetches from ``source`` before queueing ``job``: the
+        """(chunks, tokens) the chosen worker fetches from ``source`` before starting ``job``: the
         source's run of the prompt now (at most the tokens the decision names), past the worker's
         own; None when there is nothing to fetch or workers do not fetch (``kv_fetch_tokens_per_s``
-        0). The worker queues the request when the fetch is done (:meth:`_fetched`)."""
+        0). The request queues at once and starts no sooner than the fetch ends (:meth:`_fetched`)."""
         if source is None or not self._settings.kv_fetch_tokens_per_s:
             return None
         now_ms, size = self._clock.now_ms(), self._settings.chunk_size
