@@ -131,6 +131,8 @@ class WorkerServicer(worker_pb2_grpc.KVWorkerServicer):
         try:
             async for block in self._transfers.export(engine_request, request.max_tokens):
                 yield block
+        except ValueError as exc:  # a namespace the engine cannot hash (e.g. a partial shared chunk)
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except EngineUnavailableError as exc:
             await context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
 

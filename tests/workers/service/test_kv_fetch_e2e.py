@@ -129,6 +129,15 @@ async def test_export_refuses_another_models_fingerprint_and_a_malformed_request
             async for _ in stub.ExportKV(worker_pb2.ExportKVRequest(fingerprint=a.info.fingerprint)):
                 pass
         assert empty.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        partial = worker_pb2.ExportKVRequest(
+            prompt_token_ids=PROMPT, max_tokens=REUSABLE, fingerprint=a.info.fingerprint,
+            shared_salt="manual", shared_tokens=7,
+        )  # fmt: skip
+        with pytest.raises(grpc.aio.AioRpcError) as unhashable:
+            async for _ in stub.ExportKV(partial):
+                pass
+        assert unhashable.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+        assert "multiple" in (unhashable.value.details() or "")
         # The right fingerprint and nothing cached: the stream just ends.
         request.fingerprint = a.info.fingerprint
         assert [block async for block in stub.ExportKV(request)] == []
