@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 from kvgate.gateway.routing.config import RoutingConfig
-from kvgate.gateway.routing.cost import Estimate, estimate, fullness, hot_limit, occupancy, queue_seconds
+from kvgate.gateway.routing.cost import (
+    Estimate,
+    estimate,
+    fetches,
+    fullness,
+    hot_limit,
+    occupancy,
+    queue_seconds,
+)
 from kvgate.gateway.routing.jitter import unit
+from kvgate.gateway.routing.kv_source import held_chunks
 from kvgate.gateway.routing.types import Candidate, GroupedRequest, RouteDecision, RouteReason, RouteRequest
 from kvgate.index.types import PrefixMatch
 
@@ -50,6 +59,11 @@ class KvgatePolicy:
     Full caches: as the candidates' GPU tiers fill past ``full_cache_threshold``, the compute weight
     grows by up to ``full_cache_weight`` and the session charge and copy demand fade out
     (:meth:`_weights`): there a copy evicts content that later prompts would have reused.
+
+    KV sources: while workers fetch (:func:`.cost.fetches`), a worker lacking what the longest
+    holder holds is estimated to fetch it from that holder rather than compute it
+    (:meth:`_source_tokens`), as the router will name that holder (:mod:`.kv_source`): a move costs
+    the fetch's seconds, plus the room its copy takes in full caches.
     """
 
     config: RoutingConfig = field(default_factory=RoutingConfig)
@@ -58,11 +72,13 @@ class KvgatePolicy:
     fetches_kv: ClassVar[bool] = True  # the router names KV sources for its moves (``kv_fetch_min_tokens``)
 
     def choose(self, request: RouteRequest) -> RouteDecision:
-        estimates = self._estimates(request, 0)
+        held = self._source_chunks(m.tiers for c in request.candidates if (m := c.match) is not None)
+        source = self._source_tokens(request, held)
+        estimates = self._estimates(request, 0, source)
         most = max(e.reused_tokens for e in estimates)
         shared = self._shared_tokens(request, most)
         if shared:
-            estimates = self._estimates(request, shared)
+            estimates = self._estimates(request, shared, source)
         holders = sum(e.reused_tokens >= shared for e in estimates)
         full = self._fullness(request)
         weights = self._weights(request, holders, full)
@@ -70,7 +86,7 @@ class KvgatePolicy:
         allowed = {e.worker_id for e in self._not_hot(estimates)}
         charge, block = self._session_charge(request, most, full), self._block_charge(request, full)
         scored = [
-            (i, e.score(*weights) + charge(i) + block(i, e.prefill_s + e.swap_in_s), e.reused_tokens)
+            (i, e.score(*weights) + charge(i) + block(i, e.work_s), e.reused_tokens)
             for i, e in enumerate(estimates)
             if e.worker_id in allowed
         ]
@@ -78,11 +94,21 @@ class KvgatePolicy:
         cool = any(e.reused_tokens == most and e.worker_id in allowed for e in estimates)
         return self._decide(estimates[self._pick(scored, request)], home, request, (most, cool), weights)
 
-    def _estimates(self, request: RouteRequest, shared: int) -> list[Estimate]:
-        config = self.config
-        return [
-            estimate(c, request.prompt_tokens, request.chunk_size, config, shared) for c in request.candidates
-        ]
+    def _estimates(self, request: RouteRequest, shared: int, source: int) -> list[Estimate]:
+        config, prompt, size = self.config, request.prompt_tokens, request.chunk_size
+        return [estimate(c, prompt, size, config, shared, source) for c in request.candidates]
+
+    @staticmethod
+    def _source_chunks(tiers: Iterable[str]) -> int:
+        """The longest run of a prompt's leading chunks that one worker holds now (either tier,
+        pending chunks not counted): what a KV source offers (:func:`.kv_source.kv_source`)."""
+        return max(map(held_chunks, tiers), default=0)
+
+    def _source_tokens(self, request: RouteRequest | GroupedRequest, chunks: int) -> int:
+        """The prompt tokens a KV source would give the chosen worker to fetch (``chunks``: the
+        longest run held, :meth:`_source_chunks`): none while workers do not fetch
+        (:func:`.cost.fetches`), so a move is priced as recomputing what it lacks."""
+        return min(chunks * request.chunk_size, request.prompt_tokens) if fetches(self.config) else 0
 
     @staticmethod
     def _shared_tokens(request: RouteRequest | GroupedRequest, most: int) -> int:
@@ -134,20 +160,23 @@ class KvgatePolicy:
 
     def _weights(
         self, request: RouteRequest | GroupedRequest, holders: int, full: float
-    ) -> tuple[float, float]:
-        """The compute weight, and the weight of copying the shared opening to one more worker.
+    ) -> tuple[float, float, float]:
+        """The compute weight, the weight of copying the shared opening to one more worker, and the
+        room weight (:meth:`.cost.Estimate.compute_cost`).
 
         The compute weight is ``compute_weight``, plus ``full_cache_weight`` x ``full`` (how far
         the candidates' GPU tiers are past ``full_cache_threshold``, :func:`.cost.fullness`): a
-        copy into a full cache evicts content that later prompts would have reused. A copy serves
-        the receiving worker's share of the opening's future requests (as many as went through it
-        lately, times the opening's footprint ``worth`` and the room left, 1 - ``full``, over
-        ``holders`` + 1 holders), so its weight is spread over them."""
+        copy into a full cache evicts content that later prompts would have reused. That part is
+        the room weight: a fetched token takes the room a computed one does, however fast it came.
+        A copy serves the receiving worker's share of the opening's future requests (as many as
+        went through it lately, times the opening's footprint ``worth`` and the room left, 1 -
+        ``full``, over ``holders`` + 1 holders), so its weight is spread over them."""
         config = self.config
-        weight = config.compute_weight + config.full_cache_weight * full
+        room = config.full_cache_weight * full
+        weight = config.compute_weight + room
         shared = request.shared
         uses = shared.uses * shared.worth * (1 - full) if shared is not None else 0.0
-        return weight, weight / (1 + config.copy_amortisation * uses / (holders + 1))
+        return weight, weight / (1 + config.copy_amortisation * uses / (holders + 1)), room
 
     def queue_s(self, candidate: Candidate) -> float:
         """The queue part of a candidate's estimate (what :class:`GroupedRequest` carries)."""
@@ -167,7 +196,8 @@ class KvgatePolicy:
             groups.append((members, cohort.tiers))
         rest = [i for i in range(len(queue_s)) if i not in held] if held else list(range(len(queue_s)))
         groups.append((rest, ""))
-        guarded = self._guarded(request, groups)
+        source = self._source_tokens(request, self._source_chunks(t for members, t in groups if members))
+        guarded = self._guarded(request, groups, source)
         held_by, reuse = self._reuse_of_groups(request, groups, guarded)
         shared = self._shared_tokens(request, held_by[0])
         holders = sum(len(members) for r, members in reuse if r >= shared) if shared else len(queue_s)
@@ -176,8 +206,8 @@ class KvgatePolicy:
         leads: list[_Lead] = []
         for (_, tiers), allowed in zip(groups, guarded, strict=True):
             if allowed:
-                lead = self._estimate(request, allowed[0], tiers, shared)
-                part = lead.prefill_s + lead.swap_in_s  # as Estimate.score adds it up, to the last bit
+                lead = self._estimate(request, allowed[0], tiers, shared, source)
+                part = lead.work_s  # as Estimate.score adds it up, to the last bit
                 cost = lead.compute_cost(*weights)
                 leads.append(
                     (allowed, tiers, part, cost, min(map(queue_s.__getitem__, allowed)), lead.reused_tokens)
@@ -189,8 +219,8 @@ class KvgatePolicy:
         cleared = {i for allowed in guarded for i in allowed}
         if (i := request.position.get(request.home)) is not None and i in cleared:  # type: ignore[arg-type]
             tiers = next((c.tiers for c in request.cohorts if request.home in c.workers), "")
-            home = self._estimate(request, i, tiers, shared)
-        chosen_estimate = self._estimate(request, chosen, tiers_at[chosen], shared)
+            home = self._estimate(request, i, tiers, shared, source)
+        chosen_estimate = self._estimate(request, chosen, tiers_at[chosen], shared, source)
         return self._decide(chosen_estimate, home, request, held_by, weights)
 
     def _near_members(
@@ -223,12 +253,14 @@ class KvgatePolicy:
             tiers_at.update(dict.fromkeys(near, tiers))
         return scored, tiers_at
 
-    def _guarded(self, request: GroupedRequest, groups: list[tuple[list[int], str]]) -> list[list[int]]:
+    def _guarded(
+        self, request: GroupedRequest, groups: list[tuple[list[int], str]], source: int
+    ) -> list[list[int]]:
         """Each group's members that the hot-spot guard leaves, as :meth:`_not_hot` does: the cool
         ones, and hot ones whose TTFT is no later than the soonest a cool worker offers."""
         queue_s = request.queue_s
         limit = self._hot_limit(queue_s)
-        parts = [self._part(request, members[0], tiers) if members else 0.0 for members, tiers in groups]
+        parts = [self._part(request, m[0], tiers, source) if m else 0.0 for m, tiers in groups]
         cool = [part + queue_s[i] for part, (members, _) in zip(parts, groups, strict=True)
                 for i in members if queue_s[i] <= limit]  # fmt: skip
         if not cool:
@@ -239,11 +271,10 @@ class KvgatePolicy:
             for part, (members, _) in zip(parts, groups, strict=True)
         ]
 
-    def _part(self, request: GroupedRequest, i: int, tiers: str) -> float:
-        """Prefill + swap-in seconds of candidate ``i`` (a cohort's members share them), added as
-        :attr:`Estimate.ttft_s` adds them, to the last bit."""
-        lead = self._estimate(request, i, tiers)
-        return lead.prefill_s + lead.swap_in_s
+    def _part(self, request: GroupedRequest, i: int, tiers: str, source: int) -> float:
+        """Prefill, swap-in and fetch seconds of candidate ``i`` (a cohort's members share them),
+        added as :attr:`Estimate.ttft_s` adds them, to the last bit."""
+        return self._estimate(request, i, tiers, 0, source).work_s
 
     def _reuse_of_groups(
         self, request: GroupedRequest, groups: list[tuple[list[int], str]], guarded: list[list[int]]
@@ -274,7 +305,7 @@ class KvgatePolicy:
         home: Estimate | None,
         request: RouteRequest | GroupedRequest,
         held: tuple[int, bool],
-        weights: tuple[float, float],
+        weights: tuple[float, float, float],
     ) -> RouteDecision:
         """``chosen``, unless the pinned home worker (``home``: a prompt_cache_key's, None when
         absent or hot) reuses as many tokens: the key decides between equally cached workers, never
@@ -287,18 +318,19 @@ class KvgatePolicy:
             if home.reused_tokens >= held[0] and (held[0] == 0 or home.worker_id != chosen.worker_id):
                 return _decision(home, RouteReason.PINNED, request)
             chosen = home
-        copied = chosen.copy_s > 0 and weights[1] < weights[0]  # a shared opening, copied as it pays
+        copied = chosen.copy_s + chosen.fetch_copy_s > 0 and weights[1] < weights[0]  # copied as it pays
         return _decision(chosen, _reason(chosen.reused_tokens, *held, copied), request)
 
     def _window(self, best_score: float) -> float:
         return self.config.near_tie_ratio * best_score + self.config.near_tie_s
 
-    def _estimate(self, request: GroupedRequest, i: int, tiers: str, shared: int = 0) -> Estimate:
+    def _estimate(
+        self, request: GroupedRequest, i: int, tiers: str, shared: int = 0, source: int = 0
+    ) -> Estimate:
         candidate = request.candidates[i]
         match = PrefixMatch(candidate.worker_id, tiers) if tiers else None
-        return estimate(
-            replace(candidate, match=match), request.prompt_tokens, request.chunk_size, self.config, shared
-        )
+        prompt, size = request.prompt_tokens, request.chunk_size
+        return estimate(replace(candidate, match=match), prompt, size, self.config, shared, source)
 
     def _hot_limit(self, queue_s: Sequence[float]) -> float:
         return hot_limit(queue_s, self.config)

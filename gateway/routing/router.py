@@ -18,7 +18,7 @@ from dataclasses import replace
 from kvgate.common.clock import Clock
 from kvgate.gateway.routing.branches import PrefixBranches
 from kvgate.gateway.routing.config import RoutingConfig
-from kvgate.gateway.routing.cost import fullness
+from kvgate.gateway.routing.cost import fetches, fullness
 from kvgate.gateway.routing.demand import OpeningDemand
 from kvgate.gateway.routing.draw import CacheDraw
 from kvgate.gateway.routing.fleet import Fleet, FleetView
@@ -162,7 +162,7 @@ class Router:
         config = self._config
         if not self._fetches or routed.lookup is None:
             return None
-        if config.kv_fetch_tokens_per_s <= config.prefill_tokens_per_s:
+        if not fetches(config):
             return None
         decision = routed.decision
         return kv_source(

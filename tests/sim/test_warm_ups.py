@@ -44,14 +44,21 @@ def test_a_request_overtakes_a_warm_up_unless_it_starts_with_it() -> None:
 def test_a_hot_opening_spreads_over_two_workers_and_no_request_computes_it_twice() -> None:
     requests = [req(0.25 * i, [*OPENING, 100 + i]) for i in range(40)]
     settings = SimSettings(workers=2, capacity_tokens=10_000_000)
-    alone, records = replay("kvgate", requests, settings, RoutingConfig(warm_demand=0.0))
+    computing = RoutingConfig(kv_fetch_min_tokens=0)  # no KV sources: a moved request computes
+    alone, records = replay("kvgate", requests, settings, replace(computing, warm_demand=0.0))
     assert {r.worker for r in records} == {0}  # without warm-ups every request reuses the one holder
     assert alone.imbalance == 2.0
-    warmed, records = replay("kvgate", requests, settings, RoutingConfig(warm_demand=1.0))
+    warmed, records = replay("kvgate", requests, settings, replace(computing, warm_demand=1.0))
     assert {r.worker for r in records} == {0, 1}
     assert all(r.cached_tokens == len(OPENING) * BLOCK for r in records[1:])  # nobody recomputed it
     assert warmed.imbalance < 1.1
     assert warmed.hit_rate == alone.hit_rate
+    # with KV sources a request moved off the busy holder fetches the opening: it spreads too, once
+    fetched, records = replay("kvgate", requests, settings, RoutingConfig(warm_demand=0.0))
+    assert {r.worker for r in records} == {0, 1}
+    assert all(r.cached_tokens == len(OPENING) * BLOCK for r in records[1:])
+    assert sum(r.fetched_tokens > 0 for r in records) == 1
+    assert fetched.hit_rate == alone.hit_rate
 
 
 def test_the_report_counts_the_warm_up_tokens() -> None:

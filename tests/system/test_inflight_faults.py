@@ -102,10 +102,11 @@ def test_a_killed_worker_fails_its_stream_reroutes_the_waiting_request_and_resta
     assert rerouted.model_extra["kvgate"]["worker"] != home
     assert _ask(client, "And 5 times 5?").model_extra["kvgate"]["worker"] != home
     assert _gpu_chunks(stack.base_url, home) == 0  # its entries left the index with it
+    # a restart starts a worker process and builds its model again: as long as a start may take
     restarted = wait_for(lambda: [w for w in stack.workers() if w[1] == "restarted" and w[0] == home],
-                         90, stack.log)  # fmt: skip
+                         READY_S, stack.log)  # fmt: skip
     assert restarted[-1][3] > epochs[home]
-    stack.wait_healthy(timeout_s=60)
+    stack.wait_healthy(timeout_s=READY_S)
     assert stack.interrupt() == 0, stack.log()
 
 

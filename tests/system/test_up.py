@@ -69,7 +69,8 @@ def test_up_serves_caches_survives_a_crash_and_stops_cleanly(tiny_up: UpProcess)
     for i in range(3):
         reply = create(model="tiny", messages=chat(f"Question {i}?"), max_tokens=3)
         assert reply.usage.completion_tokens == 3
-    restarted = wait_for(lambda: [w for w in tiny_up.workers() if w[1] == "restarted"], 60, tiny_up.log)
+    # a restart is a worker start (process, imports, model): as long as a start may take
+    restarted = wait_for(lambda: [w for w in tiny_up.workers() if w[1] == "restarted"], READY_S, tiny_up.log)
     worker, _, _, epoch = restarted[0]
     assert epoch > before[worker]
     tiny_up.wait_healthy(timeout_s=30)

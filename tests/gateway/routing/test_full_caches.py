@@ -90,13 +90,14 @@ def test_a_full_cache_stops_sessions_spreading_over_copies_of_their_opening() ->
 
 def test_a_full_cache_stops_demand_paying_for_a_copy() -> None:
     # a holds a much-used 8-chunk opening behind 0.3 s of queue: at the plain compute weight a
-    # copy to idle b does not pay (0.31 s of weighted compute against 0.3 s of queue), but demand
-    # (500 requests lately, one holder) spreads its cost -- until the caches are full
+    # copy computed on idle b does not pay (0.31 s of weighted compute against 0.3 s of queue), but
+    # demand (500 requests lately, one holder) spreads its cost -- until the caches are full
     request = RouteRequest(
         10 * CHUNK, CHUNK, (cand("a", "G" * 8, waiting=3_000), cand("b")), 0, 7,
         shared=SharedPrefix(8 * CHUNK, 500.0),
     )  # fmt: skip
-    plain = RoutingConfig(full_cache_weight=0.0)  # the compute weight stays 3: only demand changes
+    # the compute weight stays 3 (only demand changes); b computes the copy (no KV sources)
+    plain = RoutingConfig(full_cache_weight=0.0, kv_fetch_min_tokens=0)
     roomy = get_policy("kvgate", plain).choose(fill(request, 0.6))
     assert (roomy.worker_id, roomy.reason) == ("b", RouteReason.HOT_PREFIX)
     full = get_policy("kvgate", plain).choose(fill(request, 1.0))

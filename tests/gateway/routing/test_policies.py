@@ -321,10 +321,10 @@ def test_policy_decisions(row: Row) -> None:
 @pytest.mark.parametrize("key", range(4))
 def test_an_exact_tie_goes_to_the_longer_reuse(key: int) -> None:
     """a reuses 4 chunks more than b and has exactly the queue that saving is worth (1,024 tokens:
-    twice the 512 tokens' prefill, as TTFT and as compute), so both score alike; with near-ties off,
-    the longer reuse wins whatever the request key."""
+    twice the 512 tokens' prefill, as TTFT and as compute, b computing them: no KV sources), so
+    both score alike; with near-ties off, the longer reuse wins whatever the request key."""
     candidates = (cand("b", "GGGG"), cand("a", "GGGGGGGG", waiting=1024))
-    config = RoutingConfig(near_tie_ratio=0.0, decode_step_s=0.0, compute_weight=1.0)
+    config = RoutingConfig(near_tie_ratio=0.0, decode_step_s=0.0, compute_weight=1.0, kv_fetch_min_tokens=0)
     decision = get_policy("kvgate", config).choose(RouteRequest(16 * CHUNK, CHUNK, candidates, 0, key))
     assert (decision.worker_id, decision.predicted_cached_tokens) == ("a", 8 * CHUNK)
 

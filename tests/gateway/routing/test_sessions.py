@@ -31,6 +31,7 @@ from tests.index.helpers import info
 A, B = WorkerId("a"), WorkerId("b")
 OPENING = SharedPrefix(8 * CHUNK, 0.0)  # a system prompt that conversations have branched from
 PREFILL = RoutingConfig().prefill_tokens_per_s
+COMPUTING = RoutingConfig(kv_fetch_min_tokens=0)  # no KV sources: a worker computes what it lacks
 
 
 def new_session(holder_tiers: str, busy: dict[WorkerId, float]) -> RouteRequest:
@@ -53,9 +54,13 @@ def test_a_new_session_leaves_the_opening_s_holder_that_took_the_most_new_conten
 
 def test_the_charge_follows_the_share_not_the_mere_presence_of_new_content() -> None:
     # b took nearly as much new content lately: 0.01 x the weight is less than copying the opening
-    # costs (0.13 s of prefill, weighted); and a worker that took little is not worth leaving either
-    assert get_policy("kvgate").choose(new_session("G" * 8, {A: 0.5, B: 0.49})).worker_id == "a"
-    assert get_policy("kvgate").choose(new_session("G" * 8, {A: 0.01, B: 0.0})).worker_id == "a"
+    # costs (0.1 s of prefill, weighted, where workers compute it: no KV sources); and a worker that
+    # took little is not worth leaving either
+    policy = get_policy("kvgate", COMPUTING)
+    assert policy.choose(new_session("G" * 8, {A: 0.5, B: 0.49})).worker_id == "a"
+    assert policy.choose(new_session("G" * 8, {A: 0.01, B: 0.0})).worker_id == "a"
+    # fetched from a instead (at twice the prefill rate), the copy costs half: b's 0.01 pays for it
+    assert get_policy("kvgate").choose(new_session("G" * 8, {A: 0.5, B: 0.49})).worker_id == "b"
 
 
 def test_an_opening_that_fills_much_of_a_cache_is_not_worth_spreading_sessions_over() -> None:
@@ -101,17 +106,19 @@ async def test_new_conversations_over_one_system_prompt_spread_and_their_turns_s
     index: PrefixIndex,  # noqa: F811 (the fixture)
 ) -> None:
     """Twelve conversations open on one system prompt, one after another, each with 8k tokens of
-    its own and reported held by its worker once computed: with the charge the system prompt's
-    holder soon counts as busy and they open on several workers, and every second turn goes back
-    to its own; without it, all of them stay on the system prompt's first holder."""
+    its own and reported held by its worker once computed, where workers compute what they lack
+    (no KV sources): with the charge the system prompt's holder soon counts as busy and they open
+    on several workers, and every second turn goes back to its own; without it, all of them stay
+    on the system prompt's first holder."""
     seq: Counter[WorkerId] = Counter()  # each worker's event stream, across the runs
-    starts = await _open_conversations(index, KvgatePolicy(), 0, seq)
+    starts = await _open_conversations(index, KvgatePolicy(COMPUTING), 0, seq)
     assert len(set(starts.values())) >= 3, starts
-    piled = await _open_conversations(index, KvgatePolicy(RoutingConfig(session_weight=0.0)), 1, seq)
+    alone = dataclasses.replace(COMPUTING, session_weight=0.0)
+    piled = await _open_conversations(index, KvgatePolicy(alone), 1, seq)
     assert len(set(piled.values())) == 1, piled
     # workers that have not reported their GPU tier: the opening's footprint is unknown, nothing
     # is copied on a guess
-    unknown = await _open_conversations(index, KvgatePolicy(), 2, seq, gpu_blocks=0)
+    unknown = await _open_conversations(index, KvgatePolicy(COMPUTING), 2, seq, gpu_blocks=0)
     assert len(set(unknown.values())) == 1, unknown
 
 
