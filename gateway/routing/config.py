@@ -131,8 +131,10 @@ class RoutingConfig:
     as a recomputation (kvgate alone, 8 workers x 1M tokens, five traces, seeds 0-2, and the
     conversation trace): hit rate -0.0009 to +0.0040 (synthetic seed 2 0.5384 -> 0.5424, pastes
     seed 0 0.4140 -> 0.4131), TTFT p99 lower in 12 of 18 runs and higher in 5 (documents by up to
-    0.41 s); at 64 workers x 300k tokens, agents' p99 4.60 -> 2.23 s at a higher hit rate
-    (docs/BENCHMARKS.md section 1).
+    0.41 s); at 64 workers x 300k tokens, agents' p99 4.60 -> 2.23 s at a higher hit rate; at 8
+    workers x 300k tokens the synthetic and documents traces lose 0.007 of hit rate (those caches
+    evict reusable content before they read as full past ``full_cache_threshold``, where the room
+    weight starts; docs/BENCHMARKS.md section 1).
 
     Prefix affinity (SGLang cache-aware style): balance by load when max-min load >
     ``balance_abs_threshold`` and max > ``balance_rel_threshold`` x min; else take the longest match
