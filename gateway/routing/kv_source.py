@@ -10,6 +10,8 @@ computing whenever the fetch fails, so a wrong or stale source costs time, never
 
 from __future__ import annotations
 
+from collections.abc import Container
+
 from kvgate.gateway.routing.types import KVSource
 from kvgate.index.types import LookupResult
 from kvgate.proto.ids import Tier, WorkerId
@@ -31,19 +33,23 @@ def kv_source(
     chunk_size: int,
     min_tokens: int,
     request_key: int,
+    among: Container[WorkerId],
 ) -> KVSource | None:
-    """The worker holding the longest prefix of the prompt, when it holds at least ``min_tokens``
-    more of the prompt than the ``cached_tokens`` that ``chosen`` reuses; None otherwise (and always
-    when ``min_tokens`` is 0: sources off). Among equal holders the one with the most chunks in its
-    GPU tier (no swap-in before the export), then one drawn by ``request_key`` (exports spread over
-    the holders). O(cohorts)."""
+    """The worker ``among`` the live candidates holding the longest prefix of the prompt, when it
+    holds at least ``min_tokens`` more of the prompt than the ``cached_tokens`` that ``chosen``
+    reuses; None otherwise (and always when ``min_tokens`` is 0: sources off). Among equal holders
+    the one with the most chunks in its GPU tier (no swap-in before the export), then one drawn by
+    ``request_key`` (exports spread over the holders). A holder the index names but the fleet does
+    not (gone, failing its health checks, serving another model) is never a source: the policy
+    priced the fetch from the candidates' holdings, and a fetch from it would only time out.
+    O(cohorts)."""
     if min_tokens <= 0:
         return None
     best: tuple[int, int] = (0, 0)
     workers: list[WorkerId] = []
     for cohort in lookup.cohorts:
         held = held_chunks(cohort.tiers)
-        others = [w for w in cohort.workers if w != chosen]
+        others = [w for w in cohort.workers if w != chosen and w in among]
         if not held or not others:
             continue
         rank = (held, cohort.tiers[:held].count(Tier.GPU.value))

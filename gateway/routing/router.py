@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from dataclasses import replace
 
 from kvgate.common.clock import Clock
@@ -152,11 +152,14 @@ class Router:
         if not routed.degraded and to_compute:
             self._write_pending(to_compute, decision.worker_id, wait_s)
         warm = self._warm_up(hashes, prompt_tokens, workers, routed)
-        source = self._source(routed, prompt_tokens, request_key)
+        source = self._source(routed, prompt_tokens, request_key, self._fleet.current(workers).position)
         return replace(routed, ticket=ticket, warm=warm, source=source)
 
-    def _source(self, routed: Routed, prompt_tokens: TokenCount, request_key: int) -> KVSource | None:
-        """The worker the chosen one may fetch the prompt's prefix from (:func:`.kv_source.kv_source`);
+    def _source(
+        self, routed: Routed, prompt_tokens: TokenCount, request_key: int, among: Container[WorkerId]
+    ) -> KVSource | None:
+        """The worker ``among`` the candidates the chosen one may fetch the prompt's prefix from
+        (:func:`.kv_source.kv_source`);
         None for a policy without ``fetches_kv`` (the peers' routers), in fallback mode, and while
         fetching is no faster than computing (``kv_fetch_tokens_per_s`` <= ``prefill_tokens_per_s``)."""
         config = self._config
@@ -173,6 +176,7 @@ class Router:
             self._chunk_size,
             config.kv_fetch_min_tokens,
             request_key,
+            among,
         )
 
     def _warm_up(

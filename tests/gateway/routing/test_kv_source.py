@@ -24,9 +24,12 @@ def lookup(**tiers: str) -> LookupResult:
     return LookupResult(20, matches)
 
 
+ALL = frozenset((A, B, C, D))
+
+
 def source(result: LookupResult, chosen: WorkerId, cached: int, prompt: int = 2560, *, min_tokens: int = 256,
-           key: int = 0) -> KVSource | None:  # fmt: skip
-    return kv_source(result, chosen, cached, prompt, CHUNK, min_tokens, key)
+           key: int = 0, among: frozenset[WorkerId] = ALL) -> KVSource | None:  # fmt: skip
+    return kv_source(result, chosen, cached, prompt, CHUNK, min_tokens, key, among)
 
 
 def test_a_request_moved_off_the_longest_holder_names_it() -> None:
@@ -56,12 +59,18 @@ def test_the_gpu_copy_wins_among_equal_holders_and_ties_spread_by_key() -> None:
     assert drawn == {KVSource(w, 6 * CHUNK) for w in (A, B, D)}
 
 
+def test_a_holder_outside_the_candidates_is_never_a_source() -> None:
+    held = lookup(a="GGGGGGGGGG", b="GGGGGG")
+    assert source(held, C, 0, among=frozenset((B, C, D))) == KVSource(B, 6 * CHUNK)
+    assert source(held, C, 0, among=frozenset((C, D))) is None
+
+
 def test_the_tokens_stop_at_the_prompt() -> None:
     assert source(lookup(a="GGGGGGGGGG"), C, 0, prompt=1200) == KVSource(A, 1200)
 
 
 async def test_the_router_names_a_source_only_while_fetching_beats_computing() -> None:
-    async def routed_source(config: RoutingConfig) -> KVSource | None:
+    async def routed_source(config: RoutingConfig, fleet: tuple[WorkerId, ...] = (A, B)) -> KVSource | None:
         clock = ManualClock()
         index = MemoryPrefixIndex(IndexSettings(), clock)
         busy = WorkerLoad(waiting_prefill_tokens=400_000, running_seqs=8, waiting_seqs=40,
@@ -73,10 +82,12 @@ async def test_the_router_names_a_source_only_while_fetching_beats_computing() -
         stored = tuple(KVEvent.stored(h, Tier.GPU, clock.now_ms() + 600_000) for h in hashes)
         assert (await index.apply(EventBatch(A, Epoch(1), SeqNo(1), stored))).ok
         router = Router(index, get_policy("kvgate", config), get_policy("least_loaded"), CHUNK, 2, clock)
-        routed = await router.route(hashes, 40 * CHUNK + 10, await index.workers(), request_key=1)
+        workers = [w for w in await index.workers() if w.info.worker_id in fleet]
+        routed = await router.route(hashes, 40 * CHUNK + 10, workers, request_key=1)
         assert routed.decision.worker_id == B  # the holder is far too busy: the request moves
         return routed.source
 
     assert await routed_source(RoutingConfig()) == KVSource(A, 40 * CHUNK)
+    assert await routed_source(RoutingConfig(), fleet=(B,)) is None  # the holder is not a candidate
     assert await routed_source(RoutingConfig(kv_fetch_tokens_per_s=10_000)) is None  # no faster
     assert await routed_source(RoutingConfig(kv_fetch_min_tokens=0)) is None
