@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
+from kvgate.gateway.routing.charges import (
+    Block,
+    Charge,
+    block_charge,
+    choice_weights,
+    no_charge,
+    session_charge,
+)
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.cost import (
     Estimate,
@@ -23,9 +31,6 @@ from kvgate.index.types import PrefixMatch
 
 _Lead = tuple[list[int], str, float, float, float, int]
 """A cohort's allowed members, tiers, prefill + swap-in seconds, weighted compute, least queue, reuse."""
-
-_Block = Callable[[int, float], float]
-"""Seconds charged to candidate ``i`` for ``part_s`` seconds of prefill and swap-in there."""
 
 TIE_S = 1e-9
 """Scores this close are equal (float rounding apart): exact ties, broken by reuse, home, rotation."""
@@ -49,16 +54,16 @@ class KvgatePolicy:
 
     A request that opens a session (no worker holds its own content, past the shared opening) is
     also charged ``session_weight`` x the share of each worker's prefill capacity that new content
-    took lately (:meth:`_session_charge`): sessions bring their follow-ups back to where they start.
+    took lately (:func:`.charges.session_charge`): sessions bring their follow-ups back to where they start.
 
     Blocking: every choice is also charged for the waiting its prefill imposes on the requests that
-    come for the worker's cache while it runs (:meth:`_block_charge`, ``draw_weight``; fading as the
+    come for the worker's cache while it runs (:func:`.charges.block_charge`, ``draw_weight``; fading as the
     caches fill): a long new prompt is placed where few requests need the cache, not on the holder
     of a popular prefix.
 
     Full caches: as the candidates' GPU tiers fill past ``full_cache_threshold``, the compute weight
     grows by up to ``full_cache_weight`` and the session charge and copy demand fade out
-    (:meth:`_weights`): there a copy evicts content that later prompts would have reused.
+    (:func:`.charges.choice_weights`): there a copy evicts content that later prompts would have reused.
 
     KV sources: while workers fetch (:func:`.cost.fetches`), a worker lacking what the longest
     holder holds is estimated to fetch it from that holder rather than compute it
@@ -81,10 +86,13 @@ class KvgatePolicy:
             estimates = self._estimates(request, shared, source)
         holders = sum(e.reused_tokens >= shared for e in estimates)
         full = self._fullness(request)
-        weights = self._weights(request, holders, full)
+        weights = choice_weights(self.config, request, holders, full)
         # candidates and estimates share their order: position i is the rotation's and jitter's input
         allowed = {e.worker_id for e in self._not_hot(estimates)}
-        charge, block = self._session_charge(request, most, full), self._block_charge(request, full)
+        charge, block = (
+            session_charge(self.config, request, most, full),
+            block_charge(self.config, request, full),
+        )
         scored = [
             (i, e.score(*weights) + charge(i) + block(i, e.work_s), e.reused_tokens)
             for i, e in enumerate(estimates)
@@ -116,67 +124,11 @@ class KvgatePolicy:
         reuse any offers): what a choice of another worker copies."""
         return min(request.shared.tokens, most) if request.shared is not None else 0
 
-    def _session_charge(
-        self, request: RouteRequest | GroupedRequest, most: int, full: float
-    ) -> Callable[[int], float]:
-        """Seconds charged to candidate ``i`` (a position in ``request.candidates``) when the
-        request opens a session (``most``, the longest reuse any worker offers, covers no more than
-        its shared opening): ``session_weight`` x the share of the worker's prefill capacity that new
-        content took lately, above the least any candidate took (so the charge moves choices, not
-        the near-tie window), times the shared opening's ``worth`` (moving a session copies the
-        opening: one that fills much of a cache evicts more than spreading gains), times the room
-        the caches have (1 - ``full``, :func:`.cost.fullness`: a copy into a full cache evicts what
-        later prompts would reuse). Zero for every candidate otherwise (a follow-up, a caller that
-        keeps no intake record). O(candidates) when charged."""
-        shared = request.shared
-        opening, worth = (shared.tokens, shared.worth) if shared is not None else (0, 1.0)
-        weight, intake = self.config.session_weight * worth * (1 - full), request.intake
-        if not weight or intake is None or most > opening:
-            return _no_charge
-        rates = [intake(c.worker_id) for c in request.candidates]
-        least, per_token = min(rates), weight / self.config.prefill_tokens_per_s
-        return [per_token * (rate - least) for rate in rates].__getitem__
-
-    def _block_charge(self, request: RouteRequest | GroupedRequest, full: float) -> _Block:
-        """Seconds charged to candidate ``i`` (a position in ``request.candidates``) for a prefill
-        and swap-in of ``part_s`` seconds there: ``draw_weight`` x the requests per second that came
-        for its cache lately (``request.draw``) x ``part_s``^2 / 2 -- the waiting that the prefill
-        imposes on the requests arriving for the worker's cache while it runs (on average each
-        waits half of it), x the room the caches have (1 - ``full``, :func:`.cost.fullness`: in full
-        caches the charge would crowd new content onto a few that then churn). Negligible for a
-        short prefill; a long one (a new document, a long new prompt) goes where few requests come
-        for the cache. Zero without a draw record or weight."""
-        weight, draw = self.config.draw_weight / 2 * (1 - full), request.draw
-        if not weight or draw is None:
-            return _no_block
-        candidates = request.candidates
-        return lambda i, part_s: weight * draw(candidates[i].worker_id) * part_s * part_s
-
     def _fullness(self, request: RouteRequest | GroupedRequest) -> float:
         """How full the candidates' GPU tiers are past ``full_cache_threshold`` (0 to 1): from the
         request's ``occupancy`` where the caller gives it, else from the candidates (O(n))."""
         occupied = request.occupancy if request.occupancy is not None else occupancy(request.candidates)
         return fullness(occupied, self.config)
-
-    def _weights(
-        self, request: RouteRequest | GroupedRequest, holders: int, full: float
-    ) -> tuple[float, float, float]:
-        """The compute weight, the weight of copying the shared opening to one more worker, and the
-        room weight (:meth:`.cost.Estimate.compute_cost`).
-
-        The compute weight is ``compute_weight``, plus ``full_cache_weight`` x ``full`` (how far
-        the candidates' GPU tiers are past ``full_cache_threshold``, :func:`.cost.fullness`): a
-        copy into a full cache evicts content that later prompts would have reused. That part is
-        the room weight: a fetched token takes the room a computed one does, however fast it came.
-        A copy serves the receiving worker's share of the opening's future requests (as many as
-        went through it lately, times the opening's footprint ``worth`` and the room left, 1 -
-        ``full``, over ``holders`` + 1 holders), so its weight is spread over them."""
-        config = self.config
-        room = config.full_cache_weight * full
-        weight = config.compute_weight + room
-        shared = request.shared
-        uses = shared.uses * shared.worth * (1 - full) if shared is not None else 0.0
-        return weight, weight / (1 + config.copy_amortisation * uses / (holders + 1)), room
 
     def queue_s(self, candidate: Candidate) -> float:
         """The queue part of a candidate's estimate (what :class:`GroupedRequest` carries)."""
@@ -202,7 +154,7 @@ class KvgatePolicy:
         shared = self._shared_tokens(request, held_by[0])
         holders = sum(len(members) for r, members in reuse if r >= shared) if shared else len(queue_s)
         full = self._fullness(request)
-        weights = self._weights(request, holders, full)
+        weights = choice_weights(self.config, request, holders, full)
         leads: list[_Lead] = []
         for (_, tiers), allowed in zip(groups, guarded, strict=True):
             if allowed:
@@ -212,8 +164,10 @@ class KvgatePolicy:
                 leads.append(
                     (allowed, tiers, part, cost, min(map(queue_s.__getitem__, allowed)), lead.reused_tokens)
                 )
-        charge = self._session_charge(request, held_by[0], full)
-        scored, tiers_at = self._near_members(request, leads, charge, self._block_charge(request, full))
+        charge = session_charge(self.config, request, held_by[0], full)
+        scored, tiers_at = self._near_members(
+            request, leads, charge, block_charge(self.config, request, full)
+        )
         chosen = self._pick(scored, request)
         home = None
         cleared = {i for allowed in guarded for i in allowed}
@@ -224,18 +178,18 @@ class KvgatePolicy:
         return self._decide(chosen_estimate, home, request, held_by, weights)
 
     def _near_members(
-        self, request: GroupedRequest, leads: list[_Lead], charge: Callable[[int], float], block: _Block
+        self, request: GroupedRequest, leads: list[_Lead], charge: Charge, block: Block
     ) -> tuple[list[tuple[int, float, int]], dict[int, str]]:
         """(position, score, reuse) of the allowed members that may fall within the near-tie
         window, scored as :meth:`choose` scores them, and each one's tiers. Without a session
         charge a member's score is its queue plus its cohort's part plus a blocking charge of 0 or
-        more (:meth:`_block_charge`): one member's full score bounds the best from above, so each
+        more (:func:`.charges.block_charge`): one member's full score bounds the best from above, so each
         cohort's members whose queue alone puts them past that bound's window are skipped; with a
         session charge every allowed member is scored (O(workers))."""
         queue_s = request.queue_s
         scored: list[tuple[int, float, int]] = []
         tiers_at: dict[int, str] = {}
-        if charge is not _no_charge:
+        if charge is not no_charge:
             for allowed, tiers, part, cost, _, reused in leads:
                 scored += [
                     (i, (part + queue_s[i]) + cost + charge(i) + block(i, part), reused) for i in allowed
@@ -362,14 +316,6 @@ class KvgatePolicy:
         placed = share * (1 - reused / max(request.prompt_tokens, 1))
         handicap = ((1 - beta) * unit(request.request_key, i) + beta * placed) * window if away else 0.0
         return (round(score + handicap, 9), -reused, away, (i - request.request_key) % n)  # 9: TIE_S
-
-
-def _no_charge(_i: int) -> float:
-    return 0.0
-
-
-def _no_block(_i: int, _part_s: float) -> float:
-    return 0.0
 
 
 def _reason(reused: int, most: int, holder_allowed: bool, copied: bool = False) -> RouteReason:

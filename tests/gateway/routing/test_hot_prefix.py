@@ -8,6 +8,7 @@ import pytest
 
 from kvgate.common.clock import SystemClock
 from kvgate.gateway.routing import RouteReason, get_policy
+from kvgate.gateway.routing.charges import choice_weights
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.gateway.routing.kvgate_policy import KvgatePolicy
 from kvgate.gateway.routing.router import Router
@@ -57,7 +58,7 @@ def test_an_opening_worth_nothing_for_its_footprint_earns_no_copy_by_demand() ->
 def test_more_holders_need_more_demand_for_one_more_copy() -> None:
     policy = KvgatePolicy()
     request = RouteRequest(PROMPT, CHUNK, (cand("a"),), shared=SharedPrefix(OPENING, 40.0))
-    by_holders = [policy._weights(request, holders, 0.0)[1] for holders in (1, 4)]
+    by_holders = [choice_weights(policy.config, request, holders, 0.0)[1] for holders in (1, 4)]
     assert by_holders[0] < by_holders[1] < policy.config.compute_weight
 
 
