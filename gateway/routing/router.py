@@ -159,9 +159,9 @@ class Router:
         self, routed: Routed, prompt_tokens: TokenCount, request_key: int, among: Container[WorkerId]
     ) -> KVSource | None:
         """The worker ``among`` the candidates the chosen one may fetch the prompt's prefix from
-        (:func:`.kv_source.kv_source`);
-        None for a policy without ``fetches_kv`` (the peers' routers), in fallback mode, and while
-        fetching is no faster than computing (``kv_fetch_tokens_per_s`` <= ``prefill_tokens_per_s``)."""
+        (:func:`.kv_source.kv_source`); None for a policy without ``fetches_kv`` (the peers'
+        routers), in fallback mode, and while fetching is no faster than computing
+        (``kv_fetch_tokens_per_s`` <= ``prefill_tokens_per_s``)."""
         config = self._config
         if not self._fetches or routed.lookup is None:
             return None
