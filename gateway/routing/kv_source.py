@@ -35,13 +35,13 @@ def kv_source(
     request_key: int,
     among: Container[WorkerId],
 ) -> KVSource | None:
-    """The worker ``among`` the live candidates holding the longest prefix of the prompt, when it
+    """The worker ``among`` the request's candidates holding the longest prefix of the prompt, when it
     holds at least ``min_tokens`` more of the prompt than the ``cached_tokens`` that ``chosen``
     reuses; None otherwise (and always when ``min_tokens`` is 0: sources off). Among equal holders
     the one with the most chunks in its GPU tier (no swap-in before the export), then one drawn by
     ``request_key`` (exports spread over the holders). A holder the index names that is not among
     the candidates (it left, was quarantined, failed this request) is never a source: the policy
-    priced the fetch from the candidates' holdings, and a fetch from it would only fail.
+    priced the fetch from the candidates' holdings, and a fetch from it is likely to fail.
     O(cohorts)."""
     if min_tokens <= 0:
         return None
