@@ -139,8 +139,8 @@ class Router:
         if self._learning_policy is not None:
             now_ms = self._clock.now_ms()
             self._learning_policy.learn(tuple(hashes), decision.worker_id, now_ms)
-        unfollowed = self._fleet.current(workers).unfollowed
-        if (blocks := unfollowed.get(decision.worker_id)) is not None:
+        fleet = self._fleet.current(workers)
+        if (blocks := fleet.unfollowed.get(decision.worker_id)) is not None:
             self._learned.record(hashes, decision.worker_id, blocks * self._block_tokens // self._chunk_size)
         if routed.opening:
             self._demand.count(hashes[routed.opening - 1])
@@ -152,7 +152,7 @@ class Router:
         if not routed.degraded and to_compute:
             self._write_pending(to_compute, decision.worker_id, wait_s)
         warm = self._warm_up(hashes, prompt_tokens, workers, routed)
-        source = self._source(routed, prompt_tokens, request_key, self._fleet.current(workers).position)
+        source = self._source(routed, prompt_tokens, request_key, fleet.position)
         return replace(routed, ticket=ticket, warm=warm, source=source)
 
     def _source(
