@@ -3,7 +3,7 @@
     python bench/sim_policies.py [--traces synthetic,chat,agents,documents,pastes]
                                  [--sizes 8x1,64x8,256x32] [--capacities 1000000,300000]
                                  [--seeds 0,1,2] [--jobs 2] [--out bench/results] [--name sim_policies]
-                                 [--recorded NAME=PATH]
+                                 [--recorded NAME=PATH] [--resume]
 
 ``synthetic`` is the shared Mooncake synthetic trace; ``mooncake_conversation`` is the multi-turn
 conversation trace published with it (kvcache-ai/Mooncake, Apache-2.0,
@@ -24,11 +24,13 @@ are made by ``bench/workload_traces.py --shape S --seed N`` (one trace per seed,
 ``--traces-dir``). ``pastes_sparse``, ``pastes_loyal`` and ``pastes_busy`` are the pastes shape with
 other parameters (:data:`VARIANTS`): a conversation service's hit rate rests on how much of it is
 reusable, so the policies are also compared where little (a pooled 0.27) or more is. A size ``WxS``
-is W workers with the arrivals sped up S times. Each cell runs
-``kvgate simulate TRACE --policy all --workers W --speed S --capacity-tokens C --seed N --json`` in a
-subprocess (``--jobs`` at a time). Writes ``NAME.json`` (every policy of every cell) and ``NAME.md``:
-per cell, kvgate's hit rate against the best peer's and the pooled cache's, its imbalance, and its TTFT
-p99 against the best other policy's; then each policy's figures averaged over the seeds; then the runs
+is W workers with the arrivals sped up S times. Each cell runs ``kvgate simulate TRACE --policy all
+--workers W --speed S --capacity-tokens C --seed N --json`` in a subprocess (``--jobs`` at a time).
+Each finished cell is kept in ``NAME.cells.jsonl`` (:mod:`bench.grid_checkpoint`) until the results
+are written: ``--resume`` runs only the cells that a stopped run of the same grid did not finish
+with the same code. Writes ``NAME.json`` (every policy of every cell) and ``NAME.md``: per cell,
+kvgate's hit rate against the best peer's and the pooled cache's, its imbalance, and its TTFT p99
+against the best other policy's; then each policy's figures averaged over the seeds; then the runs
 that meet each routing target, and every miss (``bench/sim_targets.py``).
 """
 
@@ -41,11 +43,13 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from itertools import count
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gateway import _commit
+from bench.grid_checkpoint import CellKey, GridCheckpoint, code_identity
 from bench.sim_targets import render
 from kvgate.gateway.routing import PEER_POLICIES
 
@@ -102,6 +106,10 @@ def _recorded(options: list[str], traces: list[str]) -> dict[str, Path]:
     return paths
 
 
+Cell = tuple[str, str, tuple[int, float, int, int]]
+"""(trace, its path, (workers, speed, GPU tokens per worker, seed)): one run of ``kvgate simulate``."""
+
+
 def simulate(path: str, cell: tuple[int, float, int, int], policy: str, settings: Sequence[str] = ()) -> dict:
     """``kvgate simulate PATH --policy POLICY --json`` for one cell (workers, speed, GPU tokens per
     worker, seed) with ``--routing-config`` ``settings``, in a subprocess: its JSON report. Exits
@@ -137,9 +145,7 @@ def add_grid_arguments(parser: argparse.ArgumentParser, name: str, sizes: str) -
     )  # fmt: skip
 
 
-def grid_cells(
-    parser: argparse.ArgumentParser, args: argparse.Namespace
-) -> list[tuple[str, str, tuple[int, float, int, int]]]:
+def grid_cells(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[Cell]:
     """(trace, its path, (workers, speed, GPU tokens per worker, seed)) of every cell the grid
     options ask for, generated traces written on first use; a parser error for a bad trace name or a
     recorded trace that is not there."""
@@ -208,15 +214,47 @@ def _mean_lines(rows: list[dict]) -> list[str]:
     return lines
 
 
+def run_cells(cells: list[Cell], jobs: int, checkpoint: GridCheckpoint, resume: bool) -> list[dict]:
+    """Every cell's row, in the order of ``cells``: those ``checkpoint`` holds from this code when
+    ``resume``, the others run ``jobs`` at a time, each kept in ``checkpoint`` as it finishes (a
+    fresh run clears it first). Progress goes to stderr."""
+    if not resume:
+        checkpoint.clear()
+    done = checkpoint.finished(map(_key, cells))
+    todo = [c for c in cells if _key(c) not in done]
+    where = f"{checkpoint.path} ({checkpoint.identity})"
+    print(f"{len(done)} of {len(cells)} cells from {where}; {len(todo)} to run", file=sys.stderr, flush=True)
+    finished = count(len(done) + 1)
+
+    def run(cell: Cell) -> dict:
+        row = _cell(*cell)
+        checkpoint.add(row)
+        print(f"[{next(finished)}/{len(cells)} cells]", file=sys.stderr, flush=True)
+        return row
+
+    with ThreadPoolExecutor(jobs) as pool:
+        ran = dict(zip(map(_key, todo), pool.map(run, todo), strict=True))
+    return [done.get(_key(c)) or ran[_key(c)] for c in cells]
+
+
+def _key(cell: Cell) -> CellKey:
+    trace, _, (workers, speed, capacity, seed) = cell
+    return (trace, workers, float(speed), capacity, seed)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_grid_arguments(parser, "sim_policies", "8x1,64x8,256x32")
+    parser.add_argument(
+        "--resume", action="store_true",
+        help="take the cells a stopped run of this grid finished with the same code (NAME.cells.jsonl)",
+    )  # fmt: skip
     args = parser.parse_args()
     out = Path(args.out)
     cells = grid_cells(parser, args)
-    with ThreadPoolExecutor(args.jobs) as pool:
-        rows = list(pool.map(lambda c: _cell(*c), cells))
-    command = ("python bench/sim_policies.py " + " ".join(sys.argv[1:])).strip()
+    checkpoint = GridCheckpoint(out / f"{args.name}.cells.jsonl", code_identity())
+    rows = run_cells(cells, args.jobs, checkpoint, args.resume)
+    command = ("python bench/sim_policies.py " + " ".join(a for a in sys.argv[1:] if a != "--resume")).strip()
     report = {"commit": _commit(), "command": command,
               "machine": platform.processor() or platform.machine(), "rows": rows}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
@@ -236,6 +274,7 @@ def main() -> int:
         "",
     ]
     (out / f"{args.name}.md").write_text("\n".join(md))
+    checkpoint.clear()  # every row is in NAME.json now
     print("\n".join(md))
     return 0
 

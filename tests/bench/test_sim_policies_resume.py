@@ -1,0 +1,88 @@
+"""``bench/sim_policies.py --resume``: a grid that stopped takes the cells it finished with the same
+code from ``NAME.cells.jsonl`` and runs only the others; cells from other code, cut-short lines and a
+fresh run (no ``--resume``) run everything. Real ``kvgate simulate`` runs on a tiny recorded trace."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from bench.grid_checkpoint import GridCheckpoint, code_identity, row_key
+from tests.bench.scripts import run_script
+
+TRACE = "\n".join(
+    json.dumps({"timestamp": 100 * i, "input_length": 1500, "output_length": 4, "hash_ids": [0, 1, 2 + i]})
+    for i in range(6)
+)
+
+
+def _grid(tmp_path: Path, *extra: str) -> tuple[dict, str]:
+    """Two cells (seeds 0 and 1) of the tiny trace on 2 workers: the grid's JSON and stderr."""
+    trace = tmp_path / "conv.jsonl"
+    trace.write_text(TRACE + "\n")
+    args = ["--traces", "mooncake_conversation", "--recorded", f"mooncake_conversation={trace}"]
+    args += ["--sizes", "2x1", "--capacities", "100000", "--seeds", "0,1", "--jobs", "1"]
+    done = run_script("bench.sim_policies", *args, "--out", str(tmp_path), "--name", "g", *extra)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((tmp_path / "g.json").read_text()), done.stderr
+
+
+def _marked(row: dict) -> dict:
+    """``row`` with a kvgate hit rate no simulation of the tiny trace gives."""
+    marked = copy.deepcopy(row)
+    marked["policies"]["kvgate"]["hit_rate"] = 0.123456
+    return marked
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    grid, _ = _grid(tmp_path_factory.mktemp("first"))
+    return grid
+
+
+def test_a_resumed_grid_runs_only_cells_not_finished_by_the_same_code(tmp_path: Path, first: dict) -> None:
+    seed0, seed1 = first["rows"]
+    checkpoint = GridCheckpoint(tmp_path / "g.cells.jsonl", code_identity())
+    checkpoint.add(_marked(seed0))
+    grid, stderr = _grid(tmp_path, "--resume")
+    assert "1 of 2 cells from" in stderr
+    assert "[2/2 cells]" in stderr
+    assert grid["rows"][0]["policies"]["kvgate"]["hit_rate"] == 0.123456  # taken, not run again
+    assert grid["rows"][1] == seed1  # run: the simulation is deterministic per seed
+    assert "--resume" not in grid["command"]
+    assert not checkpoint.path.exists()  # every row is in g.json now
+
+
+def test_cells_from_other_code_or_cut_short_and_fresh_runs_are_run_again(tmp_path: Path, first: dict) -> None:
+    seed0, _ = first["rows"]
+    other = GridCheckpoint(tmp_path / "g.cells.jsonl", "0" * 40)
+    other.add(_marked(seed0))
+    with other.path.open("a") as out:
+        out.write(json.dumps({"code": code_identity(), "row": _marked(seed0)})[:-20])  # killed mid-line
+    grid, stderr = _grid(tmp_path, "--resume")
+    assert "0 of 2 cells from" in stderr
+    assert grid["rows"] == first["rows"]
+    GridCheckpoint(other.path, code_identity()).add(_marked(seed0))
+    grid, _ = _grid(tmp_path)  # no --resume: a fresh run
+    assert grid["rows"] == first["rows"]
+
+
+def test_the_checkpoint_keeps_the_last_row_per_cell_asked_for(tmp_path: Path, first: dict) -> None:
+    seed0, seed1 = first["rows"]
+    checkpoint = GridCheckpoint(tmp_path / "c.jsonl", "abc")
+    for row in (seed0, _marked(seed0), seed1):
+        checkpoint.add(row)
+    assert checkpoint.finished([row_key(seed0)]) == {row_key(seed0): _marked(seed0)}
+    assert GridCheckpoint(checkpoint.path, None).finished([row_key(seed0)]) == {}  # no identity: nothing
+    checkpoint.clear()
+    assert checkpoint.finished([row_key(seed0), row_key(seed1)]) == {}
+
+
+def test_code_identity_names_the_commit_and_uncommitted_changes(tmp_path: Path) -> None:
+    assert code_identity(tmp_path) is None  # not a git checkout
+    identity = code_identity()
+    assert identity is not None
+    assert len(identity.split("+")[0]) == 40
