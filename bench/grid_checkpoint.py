@@ -5,7 +5,8 @@ One JSON line per cell in ``NAME.cells.jsonl`` beside the grid's results: ``{"co
 "row": ROW}``. A resumed run takes only the rows written by the same code: the identity is the
 checkout's commit plus a digest of its uncommitted changes outside ``bench/results``
 (:func:`code_identity`), so a cell computed by other code is run again, never mixed in. A line cut
-short by a kill is skipped.
+short by a kill is skipped. The grid's results file names the code that wrote it (``"code"``), so a
+resumed run of a grid that finished takes every row from there.
 """
 
 from __future__ import annotations
@@ -78,6 +79,18 @@ class GridCheckpoint:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.path.open("a") as out:
                 out.write(line)
+
+    def adopt(self, results: Path) -> int:
+        """Keep the rows of the grid's results file ``results`` when this code wrote it (its
+        ``"code"``), so that resuming a grid that finished runs nothing again; how many rows."""
+        if self.identity is None or not results.is_file():
+            return 0
+        report = json.loads(results.read_text())
+        if report.get("code") != self.identity:
+            return 0
+        for row in report["rows"]:
+            self.add(row)
+        return len(report["rows"])
 
     def clear(self) -> None:
         """Forget every cell (a fresh run, or the grid's results are written)."""

@@ -247,15 +247,17 @@ def main() -> int:
     add_grid_arguments(parser, "sim_policies", "8x1,64x8,256x32")
     parser.add_argument(
         "--resume", action="store_true",
-        help="take the cells a stopped run of this grid finished with the same code (NAME.cells.jsonl)",
+        help="take the cells this grid finished with the same code (NAME.cells.jsonl, NAME.json)",
     )  # fmt: skip
     args = parser.parse_args()
     out = Path(args.out)
     cells = grid_cells(parser, args)
     checkpoint = GridCheckpoint(out / f"{args.name}.cells.jsonl", code_identity())
+    if args.resume:
+        checkpoint.adopt(out / f"{args.name}.json")
     rows = run_cells(cells, args.jobs, checkpoint, args.resume)
     command = ("python bench/sim_policies.py " + " ".join(a for a in sys.argv[1:] if a != "--resume")).strip()
-    report = {"commit": _commit(), "command": command,
+    report = {"commit": _commit(), "code": checkpoint.identity, "command": command,
               "machine": platform.processor() or platform.machine(), "rows": rows}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(report, indent=1) + "\n")

@@ -54,6 +54,9 @@ def test_a_resumed_grid_runs_only_cells_not_finished_by_the_same_code(tmp_path: 
     assert grid["rows"][1] == seed1  # run: the simulation is deterministic per seed
     assert "--resume" not in grid["command"]
     assert not checkpoint.path.exists()  # every row is in g.json now
+    again, stderr = _grid(tmp_path, "--resume")  # a finished grid: every row from g.json
+    assert "2 of 2 cells from" in stderr
+    assert again["rows"] == grid["rows"]
 
 
 def test_cells_from_other_code_or_cut_short_and_fresh_runs_are_run_again(tmp_path: Path, first: dict) -> None:
