@@ -6,7 +6,9 @@ One JSON line per cell in ``NAME.cells.jsonl`` beside the grid's results: ``{"co
 checkout's commit plus a digest of its uncommitted changes outside ``bench/results``
 (:func:`code_identity`), so a cell computed by other code is run again, never mixed in. A line cut
 short by a kill is skipped. The grid's results file names the code that wrote it (``"code"``), so a
-resumed run of a grid that finished takes every row from there.
+resumed run of a grid that finished takes every row from there. Cells are told apart by trace name,
+cluster size, capacity and seed: a recorded trace replaced under the same path, or an untracked
+file, is not noticed (rerun without ``--resume`` after changing either).
 """
 
 from __future__ import annotations
