@@ -44,4 +44,4 @@ grid sim_policies_scale_s12_64 --traces chat,agents,documents,pastes --sizes 64x
 grid sim_policies_scale_s12_256 --traces chat,agents,documents,pastes --sizes 256x32 --capacities 1000000 --seeds 1,2
 grid sim_policies_mooncake_conv_scale --traces mooncake_conversation --sizes 64x8,256x32 --capacities 1000000 --seeds 0
 grid sim_policies_mooncake_conv_64_seeds12 --traces mooncake_conversation --sizes 64x8 --capacities 1000000 --seeds 1,2
-python bench/sim_targets.py "${names[@]}"
+python -m bench.sim_targets "${names[@]}"
