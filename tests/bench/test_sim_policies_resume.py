@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -86,6 +87,24 @@ def test_the_checkpoint_keeps_the_last_row_per_cell_asked_for(tmp_path: Path, fi
 
 def test_code_identity_names_the_commit_and_uncommitted_changes(tmp_path: Path) -> None:
     assert code_identity(tmp_path) is None  # not a git checkout
-    identity = code_identity()
-    assert identity is not None
-    assert len(identity.split("+")[0]) == 40
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", "-C", str(tmp_path), *args], capture_output=True, text=True, check=True)
+        return done.stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "code.py").write_text("A = 1\n")
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "g.json").write_text("{}\n")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "c")
+    head = git("rev-parse", "HEAD")
+    assert code_identity(tmp_path) == head
+    (tmp_path / "bench" / "results" / "g.json").write_text('{"rows": []}\n')
+    assert code_identity(tmp_path) == head  # results are not code
+    (tmp_path / "code.py").write_text("A = 2\n")
+    changed = code_identity(tmp_path)
+    assert changed is not None
+    assert changed.startswith(head + "+")
+    (tmp_path / "code.py").write_text("A = 3\n")
+    assert code_identity(tmp_path) not in (head, changed)  # other changes, another identity
