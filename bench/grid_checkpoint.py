@@ -5,10 +5,11 @@ One JSON line per cell in ``NAME.cells.jsonl`` beside the grid's results: ``{"co
 "row": ROW}``. A resumed run takes only the rows written by the same code: the identity is the
 checkout's commit plus a digest of its uncommitted changes outside ``bench/results``
 (:func:`code_identity`), so a cell computed by other code is run again, never mixed in. A line cut
-short by a kill is skipped. The grid's results file names the code that wrote it (``"code"``), so a
-resumed run of a grid that finished takes every row from there. Cells are told apart by trace name,
-cluster size, capacity and seed: a recorded trace replaced under the same path, or an untracked
-file, is not noticed (rerun without ``--resume`` after changing either).
+short by a kill is skipped. The identity also names the recorded trace files the grid reads, by
+their sha256 (:func:`run_identity`), so a trace replaced under the same path makes its cells run
+again. The grid's results file names the identity that wrote it (``"code"``), so a resumed run of a
+grid that finished takes every row from there. Cells are told apart by trace name, cluster size,
+capacity and seed; an untracked file is not noticed (rerun without ``--resume`` after changing one).
 """
 
 from __future__ import annotations
@@ -40,6 +41,24 @@ def code_identity(root: Path = ROOT) -> str | None:
         return None
     diff = git("diff", "HEAD", "--binary", "--", ".", f":(exclude){RESULTS}")
     return head + (f"+{hashlib.sha256(diff).hexdigest()[:16]}" if diff else "")
+
+
+def run_identity(code: str | None, inputs: dict[str, str]) -> str | None:
+    """``code`` (:func:`code_identity`) joined with a digest of ``inputs`` (name -> sha256 of each
+    recorded trace a grid reads; ``code`` alone when there are none); None when ``code`` is."""
+    if code is None or not inputs:
+        return code
+    digest = hashlib.sha256(json.dumps(sorted(inputs.items())).encode()).hexdigest()[:16]
+    return f"{code}@{digest}"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of the file at ``path``, hex."""
+    digest = hashlib.sha256()
+    with path.open("rb") as data:
+        for block in iter(lambda: data.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def row_key(row: dict) -> CellKey:

@@ -3,7 +3,7 @@
     python bench/sim_policies.py [--traces synthetic,chat,agents,documents,pastes]
                                  [--sizes 8x1,64x8,256x32] [--capacities 1000000,300000]
                                  [--seeds 0,1,2] [--jobs 2] [--out bench/results] [--name sim_policies]
-                                 [--recorded NAME=PATH] [--resume]
+                                 [--recorded NAME=PATH] [--resume] [--check]
 
 ``synthetic`` is the shared Mooncake synthetic trace; ``mooncake_conversation`` is the multi-turn
 conversation trace published with it (kvcache-ai/Mooncake, Apache-2.0,
@@ -18,7 +18,9 @@ Mooncake's technical report (``mooncake_trace.jsonl``, a Kimi service: one share
 opening on most chat prompts, two agent-style openings of 6k and 2.5k tokens, most asked for under
 40 output tokens), as the file ``mooncake_trace.jsonl`` that the public repository hiverge/dynamo holds at
 commit 4915d8f; read from beside the synthetic trace as ``mooncake_trace_excerpt.jsonl`` or from
-``--recorded mooncake_arxiv_excerpt=PATH``.
+``--recorded mooncake_arxiv_excerpt=PATH``. A recorded trace read from its default place must be
+the file the stored results were made from (:data:`RECORDED_SHA256`); another file is run only when
+``--recorded`` names it, and each grid's results give the sha256 of every recorded trace it read.
 ``chat``, ``agents``, ``documents`` and ``pastes``
 are made by ``bench/workload_traces.py --shape S --seed N`` (one trace per seed, under
 ``--traces-dir``). ``pastes_sparse``, ``pastes_loyal`` and ``pastes_busy`` are the pastes shape with
@@ -28,9 +30,10 @@ is W workers with the arrivals sped up S times. Each cell runs ``kvgate simulate
 --workers W --speed S --capacity-tokens C --seed N --json`` in a subprocess (``--jobs`` at a time).
 Each finished cell is kept in ``NAME.cells.jsonl`` (:mod:`bench.grid_checkpoint`) until the results
 are written: ``--resume`` runs only the cells that a stopped run of the same grid did not finish
-with the same code. Writes ``NAME.json`` (every policy of every cell) and ``NAME.md``: per cell,
-kvgate's hit rate against the best peer's and the pooled cache's, its imbalance, and its TTFT p99
-against the best other policy's; then each policy's figures averaged over the seeds; then the runs
+with the same code and traces; ``--check`` runs nothing and only checks the grid's traces. Writes
+``NAME.json`` (every policy of every cell, and each recorded trace's sha256) and ``NAME.md``: per
+cell, kvgate's hit rate against the best peer's and the pooled cache's, its imbalance, and its TTFT
+p99 against the best other policy's; then each policy's figures averaged over the seeds; then the runs
 that meet each routing target, and every miss (``bench/sim_targets.py``).
 """
 
@@ -49,7 +52,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.gateway import _commit
-from bench.grid_checkpoint import CellKey, GridCheckpoint, code_identity
+from bench.grid_checkpoint import CellKey, GridCheckpoint, code_identity, file_sha256, run_identity
 from bench.sim_targets import render
 from kvgate.gateway.routing import PEER_POLICIES
 
@@ -61,6 +64,12 @@ RECORDED = {
     "mooncake_arxiv_excerpt": SHARED_TRACES / "mooncake_trace_excerpt.jsonl",
 }
 """Traces recorded elsewhere (not generated): name -> where they are read from by default."""
+RECORDED_SHA256 = {
+    "synthetic": "bd070915a98fc0ed264d7cfef2ce746002eb3076a695ec31ba2674c0111ec131",
+    "mooncake_conversation": "b8cbb061a85206d729d91cdc2981f43c9e0d99209dce588d3af5f7934408b9df",
+    "mooncake_arxiv_excerpt": "42af0f9a813095782299f34fff4e6df907326e3e846f25c0e9c7132b70e44cc8",
+}
+"""The sha256 of each recorded trace the results in ``bench/results`` were made from."""
 PEERS = PEER_POLICIES
 TRACES = ("synthetic", "chat", "agents", "documents", "pastes")
 VARIANTS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -87,23 +96,43 @@ def _trace(name: str, seed: int, folder: Path, recorded: dict[str, Path] = RECOR
     return str(path)
 
 
-def _recorded(options: list[str], traces: list[str]) -> dict[str, Path]:
-    """The recorded traces' paths, ``RECORDED`` overridden by ``NAME=PATH`` options; ValueError for
-    an unknown trace name or a recorded trace that ``traces`` asks for and is not there."""
-    known = tuple(dict.fromkeys((*TRACES, *VARIANTS, *RECORDED)))
+def _recorded(
+    options: list[str], traces: list[str], defaults: dict[str, Path] = RECORDED,
+    expected: dict[str, str] = RECORDED_SHA256,
+) -> dict[str, Path]:  # fmt: skip
+    """The recorded traces' paths, ``defaults`` overridden by ``NAME=PATH`` options; ValueError for
+    an unknown trace name, a recorded trace that ``traces`` asks for and is not there, or one read
+    from its default path whose sha256 is not ``expected``'s (a file named by an option is taken as
+    it is)."""
+    known = tuple(dict.fromkeys((*TRACES, *VARIANTS, *defaults)))
     unknown = sorted(set(traces) - set(known))
     if unknown:
         raise ValueError(f"unknown traces {unknown}: choose from {', '.join(known)}")
-    paths = dict(RECORDED)
+    paths, named = dict(defaults), set()
     for option in options:
         name, _, path = option.partition("=")
-        if name not in RECORDED or not path:
-            raise ValueError(f"--recorded takes NAME=PATH with NAME one of {', '.join(RECORDED)}: {option!r}")
+        if name not in defaults or not path:
+            raise ValueError(f"--recorded takes NAME=PATH with NAME one of {', '.join(defaults)}: {option!r}")
         paths[name] = Path(path)
-    for name in traces:
-        if name in paths and not paths[name].is_file():
+        named.add(name)
+    for name in dict.fromkeys(traces):
+        if name not in paths:
+            continue
+        if not paths[name].is_file():
             raise ValueError(f"recorded trace {name} is not at {paths[name]} (see the module docstring)")
+        if name not in named and (digest := file_sha256(paths[name])) != expected[name]:
+            raise ValueError(
+                f"recorded trace {name} at {paths[name]} is not the file the stored results were made "
+                f"from (sha256 {digest}, expected {expected[name]}); pass --recorded {name}={paths[name]} "
+                "to run on it anyway"
+            )
     return paths
+
+
+def recorded_digests(cells: list[Cell]) -> dict[str, str]:
+    """Trace name -> sha256 of each recorded trace file that ``cells`` read."""
+    paths = {trace: path for trace, path, _ in cells if trace in RECORDED}
+    return {trace: file_sha256(Path(path)) for trace, path in sorted(paths.items())}
 
 
 Cell = tuple[str, str, tuple[int, float, int, int]]
@@ -249,15 +278,23 @@ def main() -> int:
         "--resume", action="store_true",
         help="take the cells this grid finished with the same code (NAME.cells.jsonl, NAME.json)",
     )  # fmt: skip
+    parser.add_argument(
+        "--check", action="store_true",
+        help="only check the grid's traces (recorded ones there and as expected, generated ones written)",
+    )  # fmt: skip
     args = parser.parse_args()
     out = Path(args.out)
     cells = grid_cells(parser, args)
-    checkpoint = GridCheckpoint(out / f"{args.name}.cells.jsonl", code_identity())
+    if args.check:
+        print(f"{args.name}: {len(cells)} cells, every trace ready", file=sys.stderr)
+        return 0
+    traces = recorded_digests(cells)
+    checkpoint = GridCheckpoint(out / f"{args.name}.cells.jsonl", run_identity(code_identity(), traces))
     if args.resume:
         checkpoint.adopt(out / f"{args.name}.json")
     rows = run_cells(cells, args.jobs, checkpoint, args.resume)
     command = ("python bench/sim_policies.py " + " ".join(a for a in sys.argv[1:] if a != "--resume")).strip()
-    report = {"commit": _commit(), "code": checkpoint.identity, "command": command,
+    report = {"commit": _commit(), "code": checkpoint.identity, "command": command, "traces": traces,
               "machine": platform.processor() or platform.machine(), "rows": rows}  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{args.name}.json").write_text(json.dumps(report, indent=1) + "\n")
@@ -266,6 +303,7 @@ def main() -> int:
         "",
         f"Commit {report['commit']}; command `{command}`; 8B-on-H100 defaults (`kvgate/sim/settings.py`).",
         "Peers: " + ", ".join(PEERS) + " (`gateway/routing/peers/`).",
+        *[f"Recorded trace {name}: sha256 {digest}." for name, digest in traces.items()],
         "",
         *_cell_lines(rows),
         *_mean_lines(rows),
