@@ -54,11 +54,8 @@ def run_identity(code: str | None, inputs: dict[str, str]) -> str | None:
 
 def file_sha256(path: Path) -> str:
     """The sha256 of the file at ``path``, hex."""
-    digest = hashlib.sha256()
     with path.open("rb") as data:
-        for block in iter(lambda: data.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(data, "sha256").hexdigest()
 
 
 def row_key(row: dict) -> CellKey:
