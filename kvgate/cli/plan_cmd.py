@@ -11,6 +11,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from kvgate.cli.size_args import parse_bytes
+from kvgate.cli.trace_args import add_trace_arguments, trace_options
 from kvgate.plan.memory import MemoryInputs, MemoryPlan, plan_memory
 from kvgate.plan.model_source import resolve_model
 from kvgate.plan.report import format_others, format_plan, format_sweep, plan_json
@@ -18,7 +19,7 @@ from kvgate.plan.search import Sweep, Target, simulate_command, sweep, workload_
 from kvgate.proto.kv_dtype import AUTO, KV_DTYPES, resolve_kv_dtype
 from kvgate.proto.layout import DEFAULT_BLOCK_SIZE
 from kvgate.sim.runner import resolve_policies
-from kvgate.sim.trace import DEFAULT_BLOCK_TOKENS, load_trace
+from kvgate.sim.trace import read_trace
 
 if TYPE_CHECKING:  # the workers' package imports torch: not at the CLI's start
     from kvgate.workers.model.config import ModelConfig
@@ -41,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prefix-tokens", type=int, default=0, help="count copies of a prefix this long")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     sweep_args = parser.add_argument_group("sweep (with --trace)")
-    sweep_args.add_argument("--trace", help="Mooncake JSONL trace to simulate")
+    sweep_args.add_argument("--trace", help="Mooncake or Qwen-Bailian JSONL trace to simulate")
     sweep_args.add_argument("--target-hit-rate", type=float, help="token hit rate to reach")
     sweep_args.add_argument("--target-p99", type=float, help="TTFT p99 (s) to stay under")
     sweep_args.add_argument("--workers", type=_counts, default=[1, 2, 4, 8], help="worker counts: 1,2,4,8")
@@ -50,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     sweep_args.add_argument("--cpu-memories", type=_sizes, metavar="SIZES",
                             help="CPU tier sizes compared: 0,128GiB (default: --cpu-memory)")  # fmt: skip
     sweep_args.add_argument("--policy", default="kvgate", help="routing policy simulated")
-    sweep_args.add_argument("--trace-block-tokens", type=int, default=DEFAULT_BLOCK_TOKENS)
+    add_trace_arguments(sweep_args)
     sweep_args.add_argument("--limit", type=int, help="simulate only the first N requests")
     sweep_args.add_argument("--plot", metavar="PNG", help="write the sweep's plot here (needs matplotlib)")
     sweep_args.add_argument("--quiet", action="store_true", help="no progress on stderr")
@@ -63,11 +64,12 @@ def run(args: argparse.Namespace) -> int:
     others = [resolve_kv_dtype(name, args.dtype).name for name in args.kv_dtypes] if args.trace else []
     names = list(dict.fromkeys([primary, *others]))
     plans = {name: _plan(model.config, args, name, args.cpu_memory) for name in names}
-    result = None
+    result, reading = None, []
     if args.trace:  # every KV dtype x CPU tier size
         cpu_sizes = args.cpu_memories or [args.cpu_memory]
-        result = _sweep(args, [_plan(model.config, args, n, cpu) for cpu in cpu_sizes for n in names])
-    check = _check_command(args, result)
+        plans_swept = [_plan(model.config, args, n, cpu) for cpu in cpu_sizes for n in names]
+        result, reading = _sweep(args, plans_swept)
+    check = _check_command(args, result, reading)
     if args.json:
         print(json.dumps(plan_json(model.source, plans, primary, args.prefix_tokens, result, check)))
         return 0
@@ -106,29 +108,31 @@ def _plan(config: ModelConfig, args: argparse.Namespace, kv: str, cpu_memory: in
     return plan_memory(config, inputs)
 
 
-def _sweep(args: argparse.Namespace, plans: list[MemoryPlan]) -> Sweep:
+def _sweep(args: argparse.Namespace, plans: list[MemoryPlan]) -> tuple[Sweep, list[str]]:
+    """The sweep over ``plans``, and the options that read the trace as it was read here."""
     target = Target(args.target_hit_rate, args.target_p99)
     if args.limit is not None and args.limit < 1:
         raise ValueError("--limit must be >= 1")
     try:
-        requests = load_trace(args.trace, args.trace_block_tokens, args.limit)
+        trace = read_trace(args.trace, args.trace_format, args.trace_block_tokens, args.limit)
     except OSError as exc:
         raise ValueError(f"cannot read the trace: {exc}") from None
-    workload = workload_of(requests, args.trace_block_tokens)
+    workload = workload_of(trace.requests, trace.block_tokens)
     progress = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
     result = sweep(workload, plans, args.workers, target, args.policy, progress)
     if args.plot:
         from kvgate.plan.plot import write_plot  # matplotlib only when asked for
 
         write_plot(result, args.plot)
-    return result
+    return result, trace_options(trace.trace_format.name, trace.block_tokens)
 
 
-def _check_command(args: argparse.Namespace, result: Sweep | None) -> str | None:
-    """The ``kvgate simulate`` command that replays the recommendation; None without one."""
+def _check_command(args: argparse.Namespace, result: Sweep | None, reading: list[str]) -> str | None:
+    """The ``kvgate simulate`` command that replays the recommendation (``reading``: the options
+    that read the trace as the sweep did); None without one."""
     if result is None or result.recommended is None:
         return None
-    extra = ["--trace-block-tokens", str(args.trace_block_tokens)]
+    extra = [*reading]
     extra += ["--limit", str(args.limit)] if args.limit is not None else []
     return simulate_command(args.trace, result.recommended, result.policy, extra)
 

@@ -1,4 +1,5 @@
-"""``kvgate simulate``: replay a Mooncake-format trace through the real hashing, index and policies."""
+"""``kvgate simulate``: replay a prefix-reuse trace (Mooncake or Qwen-Bailian JSONL) through the real
+hashing, index and policies."""
 
 from __future__ import annotations
 
@@ -7,24 +8,28 @@ import json
 import sys
 import time
 
+from kvgate.cli.trace_args import add_trace_arguments
 from kvgate.gateway.routing import policy_names
 from kvgate.gateway.routing.overrides import routing_config
 from kvgate.sim.engine import Progress
 from kvgate.sim.report import format_table
 from kvgate.sim.runner import resolve_policies, simulate
 from kvgate.sim.settings import SimSettings
-from kvgate.sim.trace import DEFAULT_BLOCK_TOKENS, load_trace, spread_arrivals
+from kvgate.sim.trace import read_trace, spread_arrivals
 from kvgate.sim.workload import Workload
 
-HELP = "simulate routing policies on a prefix-reuse trace (Mooncake JSONL) over simulated workers"
+HELP = (
+    "simulate routing policies on a prefix-reuse trace (Mooncake or Qwen-Bailian JSONL) "
+    "over simulated workers"
+)
 _DEFAULTS = SimSettings()
 PROGRESS_AFTER_S = 2.0  # a run this long starts reporting progress on stderr
 PROGRESS_EVERY_S = 2.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("trace", help="JSONL file: timestamp (ms), input_length, output_length, hash_ids")
-    parser.add_argument("--trace-block-tokens", type=int, default=DEFAULT_BLOCK_TOKENS, help="tokens/hash id")
+    parser.add_argument("trace", help="JSONL file: timestamp, input_length, output_length, hash_ids")
+    add_trace_arguments(parser)
     parser.add_argument(
         "--policy", action="append", help=f"repeatable, or 'all' (default): {', '.join(policy_names())}"
     )
@@ -78,11 +83,13 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("--limit must be >= 1")
     reporter = _ProgressReporter(args.quiet)
     try:
-        requests = load_trace(args.trace, args.trace_block_tokens, args.limit)
+        trace = read_trace(args.trace, args.trace_format, args.trace_block_tokens, args.limit)
     except OSError as exc:
         raise ValueError(f"cannot read the trace: {exc}") from None
-    requests = spread_arrivals(requests, args.spread_arrivals)
-    workload = Workload.build(requests, args.trace_block_tokens, settings.chunk_size)
+    if not args.quiet:
+        print(f"{args.trace}: {trace.describe()}", file=sys.stderr, flush=True)
+    requests = spread_arrivals(trace.requests, args.spread_arrivals)
+    workload = Workload.build(requests, trace.block_tokens, settings.chunk_size)
     report = simulate(workload, settings, policies, routing, reporter.for_policy)
     reporter.done()
     if args.plot:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from kvgate.cli.main import main
-from tests.sim.helpers import req, write_trace
+from kvgate.sim.trace import load_trace
+from tests.sim.helpers import req, write_bailian_trace, write_trace
 
 MEMORY = ["default", "--gpu-memory", "334MiB"]
 
@@ -90,3 +91,14 @@ def test_a_cpu_tier_can_stand_in_for_workers(trace: Path, capsys: pytest.Capture
                       "--capacity-tokens", "2000", "--cpu-capacity-tokens", "11648", "--quiet")  # fmt: skip
     assert best["hit_rate"] == direct["policies"]["kvgate"]["hit_rate"] >= 0.5
     assert "--cpu-capacity-tokens 11648" in plan["sweep"]["check"]
+
+
+def test_a_bailian_trace_sweeps_as_its_mooncake_twin_and_the_check_reads_it_alike(
+    trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    twin = write_bailian_trace(tmp_path / "prompts_bailian.jsonl", load_trace(trace))
+    sweep = ["--target-hit-rate", "0.5", "--workers", "2,4", "--kv-dtypes", "int8", "--quiet"]
+    plans = [run_json(capsys, "plan", *MEMORY, "--trace", str(path), *sweep) for path in (trace, twin)]
+    assert plans[1]["sweep"]["recommended"] == plans[0]["sweep"]["recommended"]
+    assert "--trace-format mooncake --trace-block-tokens 512" in plans[0]["sweep"]["check"]
+    assert "--trace-format bailian --trace-block-tokens 16" in plans[1]["sweep"]["check"]

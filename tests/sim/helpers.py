@@ -7,6 +7,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from bench.bailian_twin import write_twin
 from kvgate.gateway.routing import get_policy
 from kvgate.gateway.routing.config import RoutingConfig
 from kvgate.sim import SimSettings, TraceRequest, Workload
@@ -53,3 +54,8 @@ def write_trace(path: Path, requests: Sequence[TraceRequest]) -> Path:
     ]
     path.write_text("".join(json.dumps(record) + "\n" for record in records))
     return path
+
+
+def write_bailian_trace(path: Path, requests: Sequence[TraceRequest]) -> Path:
+    """``requests`` (blocks of :data:`BLOCK` tokens) as a Qwen-Bailian trace (``bench/bailian_twin.py``)."""
+    return write_twin(path, requests, BLOCK)

@@ -64,7 +64,7 @@ def test_the_table_lists_the_references_and_each_policy(trace: Path, capsys: pyt
         (["--policy", "nope"], "unknown routing policy 'nope'"),
         (["--routing-config", "nope=1"], "KEY=VALUE"),
         (["--routing-config", "compute_weight=x"], "not a number"),
-        (["--trace-block-tokens", "256"], "is --trace-block-tokens right?"),
+        (["--trace-block-tokens", "256"], "is it a Mooncake trace of 256-token blocks?"),
         (["--workers", "0"], "workers must be >= 1"),
         (["--spread-arrivals", "-5"], "arrival spread must be a finite number of ms >= 0"),
     ],
