@@ -20,6 +20,7 @@ from pathlib import Path
 from kvgate.sim.trace_format import AUTO, MOONCAKE, TraceFormat, resolve
 
 DEFAULT_BLOCK_TOKENS = MOONCAKE.block_tokens
+_USUAL_BLOCKS = tuple(2**k for k in range(4, 12))  # 16 ... 2048 tokens: the block sizes traces use
 _ID_LIMIT = 2**64  # block ids are unsigned 64-bit (:func:`kvgate.sim.tokens.prompt_tokens`)
 
 
@@ -56,14 +57,21 @@ def _check(request: TraceRequest, block_tokens: int, where: str, trace_format: T
     blocks = len(request.hash_ids)
     if request.input_length < 1 or request.output_length < 0 or not 0 <= request.timestamp_ms < math.inf:
         raise ValueError(f"{where}: lengths and timestamp must be non-negative, the prompt non-empty")
-    if not block_tokens * (blocks - 1) < request.input_length <= block_tokens * blocks:
+    if not _covers(block_tokens, blocks, request.input_length):
+        fits = [b for b in _USUAL_BLOCKS if _covers(b, blocks, request.input_length)]
+        hint = f"blocks of {' or '.join(map(str, fits))} tokens would fit; " if fits else ""
         raise ValueError(
             f"{where}: {blocks} hash ids do not cover input_length {request.input_length} in blocks of "
-            f"{block_tokens} tokens (is it a {trace_format.label} trace of {block_tokens}-token blocks? "
-            "see --trace-format and --trace-block-tokens)"
+            f"{block_tokens} tokens ({hint}is it a {trace_format.label} trace of {block_tokens}-token "
+            "blocks? see --trace-format and --trace-block-tokens)"
         )
     if any(not 0 <= h < _ID_LIMIT for h in request.hash_ids):
         raise ValueError(f"{where}: hash ids must be non-negative integers under 2**64")
+
+
+def _covers(block_tokens: int, blocks: int, input_length: int) -> bool:
+    """Whether ``blocks`` ids of ``block_tokens`` tokens cover exactly ``input_length`` tokens."""
+    return block_tokens * (blocks - 1) < input_length <= block_tokens * blocks
 
 
 def read_requests(

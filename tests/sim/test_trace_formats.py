@@ -54,8 +54,16 @@ def test_the_same_trace_in_either_format_replays_to_the_same_figures(
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        ("mooncake", "32 hash ids do not cover input_length 512 in blocks of 512 tokens (is it a Mooncake"),
-        ("bailian", "1 hash ids do not cover input_length 512 in blocks of 16 tokens (is it a Qwen-Bailian"),
+        (
+            "mooncake",
+            "32 hash ids do not cover input_length 512 in blocks of 512 tokens (blocks of 16 tokens "
+            "would fit; is it a Mooncake",
+        ),
+        (
+            "bailian",
+            "1 hash ids do not cover input_length 512 in blocks of 16 tokens (blocks of 512 or 1024 or "
+            "2048 tokens would fit; is it a Qwen-Bailian",
+        ),
     ],
 )
 def test_a_format_forced_on_the_other_kind_of_file_is_a_clear_error(
