@@ -68,8 +68,9 @@ def fuses(x: torch.Tensor, weight: torch.Tensor) -> bool:
 def fused_act(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, act: Activation
 ) -> torch.Tensor:
-    """``act(x @ weight^T + bias)`` for x ``[T, in]`` -> ``[T, out]``, the activation fused (oneDNN: any
-    CPU float dtype; faster than the unfused form where :func:`fuses`)."""
+    """``act(x @ weight^T + bias)`` for x ``[T, in]`` -> ``[T, out]``, the activation fused (oneDNN:
+    fp32 on any CPU, bf16 / fp16 where :data:`FUSED_DTYPES` has them, else a RuntimeError; faster
+    than the unfused form where :func:`fuses`)."""
     name, algorithm = _POST_OPS[act]
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, name, [], algorithm)
 

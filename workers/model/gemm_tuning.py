@@ -59,9 +59,24 @@ def plan_for(model: DecoderModel, choice: str) -> GemmPlan:
     if model.output_weight.device.type != "cpu":
         return STANDARD
     if choice != "auto":
+        _probe(choice, model.output_weight.dtype)
         return GemmPlan.uniform(choice, list(projection_weights(model)))
     weights = sum(w.numel() * w.element_size() for w in _weights(model))
     return tune(model) if weights >= TUNE_MIN_BYTES else STANDARD
+
+
+def _probe(name: str, dtype: torch.dtype) -> None:
+    """ValueError when form ``name`` cannot compute ``dtype`` products on this machine (oneDNN has
+    no fp16 products on a CPU without AVX512-FP16 or AVX-NE-CONVERT): a worker told to use it
+    refuses to load rather than fail its first request."""
+    try:
+        GEMMS[name](torch.ones(1, 8, dtype=dtype), torch.ones(4, 8, dtype=dtype), None)
+    except RuntimeError as exc:
+        reason = str(exc).splitlines()[0].split(". ")[0][:160]
+        raise ValueError(
+            f"gemm {name} cannot compute {dtype} products on this machine ({reason}); "
+            "choose another form or auto"
+        ) from None
 
 
 def tune(

@@ -4,6 +4,7 @@ routes each (shape, row bucket) to its form and everything else to ``linear``, a
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import pytest
@@ -176,3 +177,18 @@ def test_a_form_that_cannot_run_here_is_never_chosen(monkeypatch: pytest.MonkeyP
     times = gemm_tuning._measure(torch.randn(8, 48), [torch.randn(96, 48)], 2, gemm_tuning.time.perf_counter)
     assert times["transposed"] == float("inf")
     assert times["linear"] < float("inf")
+
+
+def test_a_named_form_that_cannot_compute_the_models_dtype_is_refused_at_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def unsupported(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> torch.Tensor:
+        raise RuntimeError("could not create a primitive descriptor\nmore detail")
+
+    monkeypatch.setitem(gemm_module.GEMMS, "transposed", unsupported)  # as oneDNN fp16 without AVX512-FP16
+    expected = (
+        "gemm transposed cannot compute torch.float32 products on this machine "
+        "(could not create a primitive descriptor); choose another form or auto"
+    )
+    with pytest.raises(ValueError, match=re.escape(expected)):
+        gemm_tuning.plan_for(_Model(), "transposed")
