@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from kvgate.sim.trace_format import AUTO, CHOICES
+from kvgate.sim.trace_format import AUTO, CHOICES, FORMATS
+
+_FORMAT_HELP = ", ".join(f.describe(f.block_tokens) for f in FORMATS.values())
 
 
 def add_trace_arguments(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
     """``--trace-format`` (:mod:`kvgate.sim.trace_format`) and ``--trace-block-tokens``."""
     parser.add_argument("--trace-format", choices=CHOICES, default=AUTO,
-                        help="mooncake: timestamps in ms, 512 tokens per hash id; bailian (Qwen-Bailian "
-                             "traces, records with chat_id and parent_chat_id): timestamps in s, 16 "
-                             "tokens per hash id; auto: told by the first record")  # fmt: skip
+                        help=f"{_FORMAT_HELP}; auto: bailian for records with chat_id and "
+                             "parent_chat_id (Qwen-Bailian traces), else mooncake")  # fmt: skip
     parser.add_argument("--trace-block-tokens", type=int, default=None,
                         help="tokens per hash id (default: the format's)")  # fmt: skip
 

@@ -25,21 +25,25 @@ AUTO = "auto"
 
 @dataclass(frozen=True, slots=True)
 class TraceFormat:
-    """One record format: its name, its usual tokens per hash id, and ms per timestamp unit."""
+    """One record format: its name, its usual tokens per hash id, and its timestamps' unit."""
 
     name: str
     label: str
     block_tokens: int
-    ms_per_unit: float
+    unit: str  # "ms" or "s"
+
+    @property
+    def ms_per_unit(self) -> float:
+        return _MS_PER[self.unit]
 
     def describe(self, block_tokens: int) -> str:
         """``mooncake (timestamps in ms, 512 tokens per hash id)``."""
-        unit = "ms" if self.ms_per_unit == 1.0 else "s"
-        return f"{self.name} (timestamps in {unit}, {block_tokens} tokens per hash id)"
+        return f"{self.name} (timestamps in {self.unit}, {block_tokens} tokens per hash id)"
 
 
-MOONCAKE = TraceFormat("mooncake", "Mooncake", 512, 1.0)
-BAILIAN = TraceFormat("bailian", "Qwen-Bailian", 16, 1000.0)
+_MS_PER = {"ms": 1.0, "s": 1000.0}
+MOONCAKE = TraceFormat("mooncake", "Mooncake", 512, "ms")
+BAILIAN = TraceFormat("bailian", "Qwen-Bailian", 16, "s")
 FORMATS: dict[str, TraceFormat] = {f.name: f for f in (MOONCAKE, BAILIAN)}
 CHOICES = (AUTO, *FORMATS)
 _BAILIAN_KEYS = ("chat_id", "parent_chat_id")
