@@ -96,8 +96,8 @@ class Trace:
 
     def describe(self) -> str:
         """``12,031 requests over 3,600.0 s, mooncake (timestamps in ms, 512 tokens per hash id)``."""
-        times = [r.timestamp_ms for r in self.requests[:: max(len(self.requests) - 1, 1)]]  # first, last
-        span_s = (times[-1] - times[0]) / 1000 if times else 0.0
+        requests = self.requests
+        span_s = (requests[-1].timestamp_ms - requests[0].timestamp_ms) / 1000 if requests else 0.0
         return (
             f"{len(self.requests):,} requests over {span_s:,.1f} s, "
             f"{self.trace_format.describe(self.block_tokens)}"
