@@ -188,7 +188,10 @@ def grid_cells(parser: argparse.ArgumentParser, args: argparse.Namespace) -> lis
             for c in args.capacities.split(",") for seed in map(int, args.seeds.split(","))]  # fmt: skip
 
 
-def _cell(trace: str, path: str, cell: tuple[int, float, int, int]) -> dict:
+def cell_row(trace: str, path: str, cell: tuple[int, float, int, int]) -> dict:
+    """The grid row of one cell: ``kvgate simulate PATH --policy all`` for ``cell`` (workers, speed,
+    GPU tokens per worker, seed), every policy's figures rounded to four decimals as grids store
+    them. Progress on stderr."""
     workers, speed, capacity, seed = cell
     report = simulate(path, cell, "all")
     row = {"trace": trace, "workers": workers, "speed": speed, "capacity": capacity, "seed": seed,
@@ -256,7 +259,7 @@ def run_cells(cells: list[Cell], jobs: int, checkpoint: GridCheckpoint, resume: 
     finished = count(len(done) + 1)
 
     def run(cell: Cell) -> dict:
-        row = _cell(*cell)
+        row = cell_row(*cell)
         checkpoint.add(row)
         print(f"[{next(finished)}/{len(cells)} cells]", file=sys.stderr, flush=True)
         return row
