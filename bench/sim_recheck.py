@@ -11,7 +11,8 @@ the stored row: the pooled cache's hit rate and, for every policy, the hit rate,
 and p99 (as stored, to four decimals) and the route reasons. Said otherwise: whether the figures a
 document cites from an older commit are the figures the current code gives. A recorded trace must be
 the file the grid read (the sha256 in its JSON, or :data:`.sim_policies.RECORDED_SHA256` for a grid
-that names none); generated traces are made again from their seeds under ``--traces-dir``.
+that names none). A generated trace is read from ``--traces-dir`` when it is there, as
+``bench/sim_policies.py`` reads it, else made from its seed; an empty folder makes every one anew.
 
 Prints each cell as ``same`` or as the fields that differ (stored -> now), then a summary; ``--out``
 also writes the outcome as JSON (commit, command, every cell's key and differences). Exits 0 when
