@@ -20,7 +20,7 @@ import pytest
 
 from kvgate.common.clock import SystemClock
 from kvgate.index import IndexSettings, RedisPrefixIndex, redis_client
-from tests.support.redis_server import RedisServer, free_port
+from tests.support.redis_server import RedisServer, free_port, free_ports
 from tests.system.up_process import cmdline, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.ray, pytest.mark.redis]
@@ -131,6 +131,17 @@ def healthy(url: str) -> bool:
         return False
 
 
+def gateway_state(proc: subprocess.Popen[str], url: str) -> str:
+    """What a gateway that is not healthy is doing: its exit status and last stderr, or its /health."""
+    if proc.poll() is not None:
+        return f"exited {proc.returncode}: {proc.stderr.read()[-2000:] if proc.stderr else ''}"
+    try:
+        reply = httpx.get(f"{url}/health", timeout=2)
+        return f"running, /health {reply.status_code}: {reply.text[:500]}"
+    except httpx.HTTPError as error:
+        return f"running, /health unreachable ({error!r})"
+
+
 def chat(url: str, question: str) -> dict:
     body = {
         "model": "tiny",
@@ -171,22 +182,19 @@ def test_a_prefix_warmed_through_one_gateway_is_hit_through_another(
         )
         nodes = {status.info.node_id for status in live_workers(redis_url)}
         assert len(nodes) == 2  # one worker on each Ray node
-        url_a, url_b = f"http://127.0.0.1:{free_port()}", f"http://127.0.0.1:{free_port()}"
+        http_a, http_b, grpc_a, grpc_b = free_ports(4)  # distinct: bound at once
+        url_a, url_b = f"http://127.0.0.1:{http_a}", f"http://127.0.0.1:{http_b}"
         gateways = [
-            (
-                "gateway",
-                "--redis-url",
-                redis_url,
-                *model_args(tiny_chat_model),
-                "--port",
-                url.rsplit(":", 1)[1],
-                "--grpc-port",
-                str(free_port()),
+            ("gateway", "--redis-url", redis_url, *model_args(tiny_chat_model),
+             "--port", str(http), "--grpc-port", str(grpc))
+            for http, grpc in ((http_a, grpc_a), (http_b, grpc_b))
+        ]  # fmt: skip
+        with kvgate(*gateways[0]) as gateway_a, kvgate(*gateways[1]) as gateway_b:
+            wait_for(
+                lambda: healthy(url_a) and healthy(url_b),
+                180,
+                lambda: f"A: {gateway_state(gateway_a, url_a)}\nB: {gateway_state(gateway_b, url_b)}",
             )
-            for url in (url_a, url_b)
-        ]
-        with kvgate(*gateways[0]), kvgate(*gateways[1]):
-            wait_for(lambda: healthy(url_a) and healthy(url_b), 120)
             first = chat(url_a, "Which worker holds this?")
             second = chat(url_b, "And this one?")
     assert first["usage"]["prompt_tokens_details"]["cached_tokens"] == 0
