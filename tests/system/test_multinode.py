@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -91,8 +93,25 @@ def _processes_of(temp: str) -> list[psutil.Process]:
     return found
 
 
+@dataclasses.dataclass
+class Started:
+    """A ``kvgate`` subprocess and its stderr lines so far. A thread reads stderr as it comes, so that a
+    chatty process (a Ray driver forwarding its actors' logs, a gateway's access log) never fills the
+    pipe and blocks on a write while a test waits for it."""
+
+    proc: subprocess.Popen[str]
+    stderr: list[str] = dataclasses.field(default_factory=list)
+    reader: threading.Thread | None = None
+
+    def tail(self, chars: int = 2000) -> str:
+        """The last ``chars`` of stderr; all of it once the process has exited (the reader catches up)."""
+        if self.reader is not None and self.proc.poll() is not None:
+            self.reader.join(5)
+        return "".join(self.stderr)[-chars:]
+
+
 @contextlib.contextmanager
-def kvgate(*args: str) -> Iterator[subprocess.Popen[str]]:
+def kvgate(*args: str) -> Iterator[Started]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "kvgate.cli.main", *args],
         env=ENV,
@@ -101,8 +120,13 @@ def kvgate(*args: str) -> Iterator[subprocess.Popen[str]]:
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    started = Started(proc)
+    started.reader = threading.Thread(
+        target=lambda: started.stderr.extend(iter(proc.stderr.readline, "")), daemon=True
+    )
+    started.reader.start()
     try:
-        yield proc
+        yield started
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGINT)
@@ -131,15 +155,16 @@ def healthy(url: str) -> bool:
         return False
 
 
-def gateway_state(proc: subprocess.Popen[str], url: str) -> str:
-    """What a gateway that is not healthy is doing: its exit status and last stderr, or its /health."""
-    if proc.poll() is not None:
-        return f"exited {proc.returncode}: {proc.stderr.read()[-2000:] if proc.stderr else ''}"
+def gateway_state(gateway: Started, url: str) -> str:
+    """What a gateway that is not healthy is doing: its exit status, or its /health; then its last stderr."""
+    if gateway.proc.poll() is not None:
+        return f"exited {gateway.proc.returncode}:\n{gateway.tail()}"
     try:
         reply = httpx.get(f"{url}/health", timeout=2)
-        return f"running, /health {reply.status_code}: {reply.text[:500]}"
+        state = f"running, /health {reply.status_code}: {reply.text[:500]}"
     except httpx.HTTPError as error:
-        return f"running, /health unreachable ({error!r})"
+        state = f"running, /health unreachable ({error!r})"
+    return f"{state}\n{gateway.tail()}"
 
 
 def chat(url: str, question: str) -> dict:
@@ -176,9 +201,7 @@ def test_a_prefix_warmed_through_one_gateway_is_hit_through_another(
         wait_for(
             lambda: len(live_workers(redis_url)) == 2,
             180,
-            lambda: (
-                workers.stderr.read1(4096) if workers.poll() is not None else "workers not registered yet"
-            ),
+            lambda: f"workers not registered (exit status {workers.proc.poll()}):\n{workers.tail()}",
         )
         nodes = {status.info.node_id for status in live_workers(redis_url)}
         assert len(nodes) == 2  # one worker on each Ray node
