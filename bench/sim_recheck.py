@@ -26,15 +26,14 @@ import json
 import platform
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.gateway import _commit
 from bench.grid_checkpoint import file_sha256, row_key
-from bench.machine import command_line
-from bench.sim_policies import RECORDED, RECORDED_SHA256, _trace, cell_row
+from bench.machine import command_line, git_commit
+from bench.sim_policies import RECORDED, RECORDED_SHA256, _recorded, _trace, cell_row
 
 RESULTS = Path(__file__).resolve().parent / "results"
 FIGURES = ("hit_rate", "imbalance", "ttft_p50_s", "ttft_p99_s", "reasons")
@@ -72,37 +71,48 @@ class Recheck:
 def _wanted(row: dict, args: argparse.Namespace) -> bool:
     """Whether the filters (``--traces``, ``--workers``, ``--capacities``, ``--seeds``) keep ``row``."""
     keep = {"trace": args.traces, "workers": args.workers, "capacity": args.capacities, "seed": args.seeds}
-    return all(chosen is None or str(row[field]) in chosen.split(",") for field, chosen in keep.items())
+    return all(chosen is None or str(row[column]) in chosen.split(",") for column, chosen in keep.items())
 
 
-def _trace_path(name: str, seed: int, grid: dict, args: argparse.Namespace) -> str:
-    """The file of trace ``name`` for ``seed``: a recorded trace's (``--recorded`` or its default
-    place), checked to be the file ``grid`` read; else the generated one. ValueError otherwise."""
-    named = dict(option.partition("=")[::2] for option in args.recorded)
+@dataclass(slots=True)
+class _Sources:
+    """Where traces are read: each recorded trace's file (``--recorded`` or its default place), the
+    folder of generated ones, and the sha256 of each recorded file read so far (read once)."""
+
+    recorded: dict[str, Path]
+    generated: Path
+    digests: dict[Path, str] = field(default_factory=dict)
+
+
+def _trace_path(name: str, seed: int, grid: dict, sources: _Sources) -> str:
+    """The file of trace ``name`` for ``seed``: a recorded trace's, checked to be the file ``grid``
+    read; else the generated one. ValueError otherwise."""
     if name not in RECORDED:
-        return _trace(name, seed, Path(args.traces_dir))
-    path = Path(named.get(name) or RECORDED[name])
+        return _trace(name, seed, sources.generated)
+    path, digests = sources.recorded[name], sources.digests
     if not path.is_file():
         raise ValueError(f"recorded trace {name} is not at {path}: pass --recorded {name}=PATH")
     expected = grid.get("traces", {}).get(name, RECORDED_SHA256[name])
-    if (digest := file_sha256(path)) != expected:
-        raise ValueError(f"{path} is not the {name} trace the grid read (sha256 {digest}, grid's {expected})")
+    if path not in digests:
+        digests[path] = file_sha256(path)
+    if digests[path] != expected:
+        raise ValueError(
+            f"{path} is not the {name} trace the grid read (sha256 {digests[path]}, grid's {expected})"
+        )
     return str(path)
 
 
 def rechecks(args: argparse.Namespace) -> list[Recheck]:
     """Every stored cell of the named grids that the filters keep, in the grids' order; ValueError
-    for a grid that is not there or a trace that is not the grid's."""
-    unknown = [o for o in args.recorded if o.partition("=")[0] not in RECORDED or not o.partition("=")[2]]
-    if unknown:
-        raise ValueError(f"--recorded takes NAME=PATH with NAME one of {', '.join(RECORDED)}: {unknown[0]!r}")
-    found = []
+    for a bad ``--recorded``, a grid that is not there or a trace that is not the grid's. A file
+    named by ``--recorded`` is checked like any other: a recheck compares with what the grid read."""
+    sources, found = _Sources(_recorded(args.recorded, []), Path(args.traces_dir)), []
     for name in args.grids:
         path = Path(args.results) / f"{name}.json"
         if not path.is_file():
             raise ValueError(f"no results {path} (bench/sim_policies.py --name {name} writes them)")
         grid = json.loads(path.read_text())
-        found += [Recheck(name, row, _trace_path(row["trace"], row["seed"], grid, args))
+        found += [Recheck(name, row, _trace_path(row["trace"], row["seed"], grid, sources))
                   for row in grid["rows"] if _wanted(row, args)]  # fmt: skip
     return found
 
@@ -134,7 +144,7 @@ def main() -> int:
         parser.error(str(error))
     if not todo:
         parser.error("the filters keep no stored cell")
-    print(f"{len(todo)} stored cells to run again at {_commit()}", file=sys.stderr, flush=True)
+    print(f"{len(todo)} stored cells to run again at {git_commit(short=True)}", file=sys.stderr, flush=True)
     with ThreadPoolExecutor(args.jobs) as pool:
         outcomes = []
         for outcome in pool.map(Recheck.run, todo):
@@ -145,7 +155,7 @@ def main() -> int:
     print(f"{len(outcomes) - differ} of {len(outcomes)} cells read as stored, {differ} differ", flush=True)
     if args.out:
         machine = platform.processor() or platform.machine()
-        report = {"commit": _commit(), "command": command_line(), "machine": machine,
+        report = {"commit": git_commit(short=True), "command": command_line(), "machine": machine,
                   "cells": len(outcomes), "differ": differ, "outcomes": outcomes}  # fmt: skip
         Path(args.out).write_text(json.dumps(report, indent=1) + "\n")
     return 1 if differ else 0

@@ -98,3 +98,6 @@ def test_a_trace_that_is_not_the_grids_or_no_cell_kept_is_refused(grid: Path, tm
     done = run_script("bench.sim_recheck", "nothing", "--results", str(tmp_path))
     assert done.returncode == 2
     assert "no results" in done.stderr
+    done = _recheck(grid, grid / "conv.jsonl", "--recorded", f"conversation={other}")
+    assert done.returncode == 2
+    assert "--recorded takes NAME=PATH with NAME one of" in done.stderr
