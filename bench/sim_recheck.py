@@ -33,10 +33,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.grid_checkpoint import file_sha256, row_key
 from bench.machine import command_line, git_commit
-from bench.sim_policies import RECORDED, RECORDED_SHA256, _recorded, _trace, cell_row
+from bench.sim_policies import KEYS, RECORDED, RECORDED_SHA256, _recorded, _trace, cell_row
 
 RESULTS = Path(__file__).resolve().parent / "results"
-FIGURES = ("hit_rate", "imbalance", "ttft_p50_s", "ttft_p99_s", "reasons")
+FIGURES = (*KEYS, "reasons")
+"""What a grid stores of each policy, compared field by field."""
 
 
 def differences(stored: dict, now: dict) -> list[str]:
@@ -63,9 +64,9 @@ class Recheck:
 
     def run(self) -> dict:
         """The cell run with the current code: its key, the grid and each field that differs."""
-        row = self.stored
-        now = cell_row(row["trace"], self.path, (row["workers"], row["speed"], row["capacity"], row["seed"]))
-        return {"grid": self.grid, "cell": list(row_key(row)), "differences": differences(row, now)}
+        trace, *cell = key = row_key(self.stored)
+        now = cell_row(trace, self.path, tuple(cell))
+        return {"grid": self.grid, "cell": list(key), "differences": differences(self.stored, now)}
 
 
 def _wanted(row: dict, args: argparse.Namespace) -> bool:
